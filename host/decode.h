@@ -1,0 +1,35 @@
+// The decode loop around an executor: prefill (the prompt fed through the same graph token by
+// token), generation, and teacher forcing for the KL gate.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "host/executor.h"
+
+namespace spindle {
+
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0 = greedy
+  uint32_t top_k = 0;        // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  uint64_t seed = 0;
+};
+
+struct DecodeResult {
+  std::vector<uint32_t> tokens;  // the generated tokens only
+  double prefill_seconds = 0;
+  double decode_seconds = 0;     // generation steps only
+  double tokens_per_s = 0;
+};
+
+// Checks ids against the vocab and the graph's context, then runs the prompt and
+// `max_new_tokens` generation steps. Throws spindle::Error on bad input.
+DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt,
+                    uint32_t max_new_tokens, const SamplingOptions& s);
+
+// Feeds `ids` and returns the logits after each prefix: row t is the distribution after
+// ids[0..t].
+std::vector<std::vector<float>> teacher_forced_logits(Executor& ex, const Graph& g,
+                                                      const std::vector<uint32_t>& ids);
+
+}  // namespace spindle

@@ -1,0 +1,28 @@
+// What a tile sees when it runs: the graph's dimensions and view table, the arena bases the
+// executor bound, the step state, and the step index.
+#pragma once
+#include <stdint.h>
+
+#include "ops/hd.h"
+#include "tasks/graph_params.h"
+#include "tasks/step_state.h"
+#include "tasks/task.h"
+#include "tasks/view.h"
+
+namespace spindle {
+
+struct TileContext {
+  const SpGraphParams* params;
+  const SpView* views;
+  uint8_t* const* arenas;  // base address of each arena, indexed by SpView::arena
+  SpStepState* state;
+};
+
+template <class T>
+SP_HDI T* view_data(const TileContext& c, uint32_t view) {
+  const SpView& v = c.views[view];
+  const uint64_t off = (uint64_t(v.offset_hi) << 32) | v.offset_lo;
+  return reinterpret_cast<T*>(c.arenas[v.arena] + off);
+}
+
+}  // namespace spindle

@@ -1,0 +1,9 @@
+// Marks code that compiles for both the host and CUDA devices.
+#pragma once
+#ifdef __CUDACC__
+#define SP_HD __host__ __device__
+#define SP_HDI __host__ __device__ __forceinline__
+#else
+#define SP_HD
+#define SP_HDI inline
+#endif

@@ -1,0 +1,28 @@
+// Model dimensions every task may read: one record per graph, bound once per executor.
+#pragma once
+#include <stdint.h>
+
+#define SP_NORM_STANDARD 0u      // y = bf16(w * bf16(x/rms))          (qwen3, qwen3_moe)
+#define SP_NORM_ZERO_CENTRED 1u  // y = bf16((x/rms) * (1 + w))        (next, 3.5)
+
+struct SpGraphParams {
+  uint32_t hidden;        // H
+  uint32_t n_layers;      // L
+  uint32_t n_heads;       // Hq
+  uint32_t n_kv_heads;    // Hkv
+  uint32_t head_dim;      // D
+  uint32_t rotary_dim;    // R
+  uint32_t intermediate;  // I
+  uint32_t vocab;         // V
+  uint32_t context;       // KV capacity in positions (rows of the RoPE table)
+  uint32_t attn_chunks;   // chunks the positions 0..p are split into per kv head
+  uint32_t norm_kind;     // SP_NORM_*
+  float rms_eps;
+  float rope_theta;
+  uint32_t max_steps;     // capacity of the forced/out token arrays
+  uint32_t reserved[2];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(SpGraphParams) == 64, "SpGraphParams must stay 16 words");
+#endif

@@ -1,0 +1,54 @@
+// Opcodes and the meaning of each one's operand words. Operand words name views (see
+// view.h) unless marked "imm". Tiles are the unit a task's [tile_begin, tile_end) counts.
+#pragma once
+#include <stdint.h>
+
+enum SpOpcode : uint32_t {
+  // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
+  //   0 table [V,H] bf16   1 out [H] bf16
+  SP_OP_EMBED = 1,
+  // y[r] = W[r,:] · normed(x), optionally plus a residual. Tiles: output rows.
+  //   0 W [rows,K] bf16   1 x [K] bf16   2 norm weight [K] bf16 or SP_NO_VIEW (no norm)
+  //   3 out [rows]: bf16, or f32 holding bf16-rounded values (logits)
+  //   4 residual [rows] bf16 or SP_NO_VIEW: out = bf16(res + bf16(W·x)); may alias out
+  //   5 imm flags: bit 0 write argmax partial; bits 16..31 its slot
+  //   6 argmax partials [slots] of {f32 value, u32 index} or SP_NO_VIEW
+  SP_OP_GEMV = 2,
+  // act[r] = bf16(bf16(silu(bf16(Wg[r]·n))) * bf16(Wu[r]·n)), n = normed(x). Tiles: rows.
+  //   0 Wg [I,K] bf16   1 Wu [I,K] bf16   2 x [K] bf16   3 norm weight [K] bf16   4 out [I] bf16
+  SP_OP_GATE_UP = 3,
+  // Per head: RMSNorm over head_dim, RoPE at the step's position, and for k/v heads the
+  // append into the cache. Tiles: heads 0..Hq-1 (q), Hq..Hq+Hkv-1 (k), then v heads.
+  //   0 qkv [(Hq+2Hkv)*D] bf16   1 q_norm [D]   2 k_norm [D]   3 q_out [Hq*D] bf16
+  //   4 K cache [Hkv*ctx, D] bf16   5 V cache [Hkv*ctx, D] bf16   6 rope table [ctx, R] bf16
+  SP_OP_QK_NORM_ROPE = 4,
+  // One chunk of the positions 0..p for one kv head and every q head of its group: online
+  // softmax partials. Tiles: kv_head * attn_chunks + chunk.
+  //   0 q [Hq*D] bf16   1 K cache   2 V cache   3 partials [Hq*chunks, D+2] f32 {m, l, acc[D]}
+  SP_OP_ATTN_CHUNK = 5,
+  // Merge the chunk partials of each q head in chunk order. Tiles: q heads.
+  //   0 partials   1 out [Hq*D] bf16
+  SP_OP_ATTN_MERGE = 6,
+  // Choose the next token from the logits (greedy from the argmax partials when the step
+  // state's temperature is 0, else seeded temperature/top-k/top-p sampling), record it and
+  // advance the step state. One tile.
+  //   0 logits [V] f32   1 argmax partials   2 imm partial count
+  //   3 forced tokens [max_steps] u32   4 out tokens [max_steps] u32
+  SP_OP_SAMPLE = 7,
+  SP_OP_COUNT_ = 8
+};
+
+#ifdef __cplusplus
+inline const char* sp_opcode_name(uint32_t op) {
+  switch (op) {
+    case SP_OP_EMBED: return "embed";
+    case SP_OP_GEMV: return "gemv";
+    case SP_OP_GATE_UP: return "gate_up";
+    case SP_OP_QK_NORM_ROPE: return "qk_norm_rope";
+    case SP_OP_ATTN_CHUNK: return "attn_chunk";
+    case SP_OP_ATTN_MERGE: return "attn_merge";
+    case SP_OP_SAMPLE: return "sample";
+    default: return nullptr;
+  }
+}
+#endif
