@@ -12,20 +12,26 @@
 
 namespace spindle {
 
-enum class ExecutorKind { Sequential, SequentialF64, Threaded };
+enum class ExecutorKind { Sequential, SequentialF64, Threaded, Cuda };
 enum class ScheduleKind { Ticket, Static };
+enum class CudaMode { Megakernel, PerOp, Graph };
 
 struct ExecutorOptions {
   ExecutorKind kind = ExecutorKind::Threaded;
-  uint32_t workers = 0;                    // threaded: 0 = hardware threads
+  uint32_t workers = 0;                    // threads, or CUDA blocks; 0 = the machine's count
   ScheduleKind schedule = ScheduleKind::Ticket;
   uint32_t watchdog_ms = 30000;            // a wait longer than this is an error
+  CudaMode cuda_mode = CudaMode::Megakernel;
+  uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
 };
 
-ExecutorKind parse_executor_kind(const std::string& s);  // "sequential", "fp64", "threaded"
-ScheduleKind parse_schedule_kind(const std::string& s);  // "ticket", "static"
+// Parse the CLI spellings; unknown names throw spindle::Error listing the valid ones.
+ExecutorKind parse_executor_kind(const std::string& s);  // sequential, fp64, threaded, cuda
+ScheduleKind parse_schedule_kind(const std::string& s);  // ticket, static
+CudaMode parse_cuda_mode(const std::string& s);          // megakernel, per-op, graph
 const char* executor_kind_name(ExecutorKind k);
 const char* schedule_kind_name(ScheduleKind k);
+const char* cuda_mode_name(CudaMode m);
 
 // One worker's trace record for one task of one step.
 struct TaskTrace {
@@ -39,10 +45,12 @@ class Executor {
   // Runs the next `steps` decode steps, continuing from the steps already run.
   virtual void run_steps(uint32_t steps) = 0;
   virtual std::string describe() const = 0;
+  // The logits of the last step run.
+  virtual std::span<const float> logits() const = 0;
 
-  // Host access to the bound memory between runs.
+  // The STATE arena, as the host sees it between runs (device executors upload it before a
+  // run and read it back after).
   SpStepState& state();
-  std::span<const float> logits() const;
   std::span<uint32_t> forced_tokens();
   std::span<const uint32_t> out_tokens() const;
 
@@ -50,16 +58,15 @@ class Executor {
   const std::vector<TaskTrace>& trace() const { return trace_; }
 
  protected:
-  Executor(const Graph& g, const ModelWeights& w);
+  explicit Executor(const Graph& g);
   const Graph& graph_;
-  std::vector<std::vector<uint8_t>> owned_;  // STATE, WORK, KV, CONST arenas
-  std::vector<uint8_t*> arena_base_;         // every arena, weights included
+  std::vector<uint8_t> state_arena_;
   uint32_t steps_done_ = 0;
   bool tracing_ = false;
   std::vector<TaskTrace> trace_;
 };
 
-std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w,
-                                        const ExecutorOptions& opt);
+// Throws spindle::Error when the kind is not available in this build or on this machine.
+std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
 
 }  // namespace spindle

@@ -27,6 +27,10 @@ SP_HDI float pm_exp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   int e = int(n);
+  if (e > 127) {  // 2^128 is not a float: scale by 2 first (exact)
+    p = p * 2.0f;
+    e = 127;
+  }
   if (e < -126) {  // subnormal result: scale in two exact steps
     p = p * f32_from_bits(uint32_t(e + 126 + 127) << 23);
     e = -126;

@@ -1,0 +1,230 @@
+#include "host/checkpoint.h"
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "host/safetensors.h"
+#include "ops/bf16.h"
+#include "tasks/error.h"
+
+namespace spindle {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr uint64_t kAlign = 64;  // offsets of converted tensors in their arena
+
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// The shard files to read and, for a sharded checkpoint, the index's tensor → shard map.
+struct Shards {
+  std::vector<std::string> files;
+  std::map<std::string, std::string> weight_map;
+};
+
+Shards find_shards(const fs::path& dir) {
+  Shards s;
+  // As HF does, a single model.safetensors wins over an index.
+  if (fs::exists(dir / kSingleFile)) {
+    s.files.push_back(kSingleFile);
+    return s;
+  }
+  fs::path index_path = dir / kIndexFile;
+  if (!fs::exists(index_path))
+    throw Error(dir.string() + ": no " + kSingleFile + " or " + kIndexFile + " in the directory");
+  std::ifstream in(index_path);
+  json index = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded()) throw Error(index_path.string() + ": not valid JSON");
+  auto map = index.find("weight_map");
+  if (!index.is_object() || map == index.end() || !map->is_object())
+    throw Error(index_path.string() + ": expected a 'weight_map' object (tensor name → shard file)");
+  std::set<std::string> files;
+  for (const auto& [name, file] : map->items()) {
+    if (!file.is_string())
+      throw Error(index_path.string() + ": weight_map['" + name + "'] must be a file name, got " +
+                  file.dump());
+    s.weight_map[name] = file.get<std::string>();
+    files.insert(file.get<std::string>());
+  }
+  for (const std::string& file : files)
+    if (!fs::exists(dir / file))
+      throw Error(index_path.string() + ": shard '" + file + "' is listed but " +
+                  (dir / file).string() + " does not exist");
+  s.files.assign(files.begin(), files.end());
+  return s;
+}
+
+// The name the engine uses, or nothing for tensors text decode does not need.
+std::optional<std::string> canonical_name(const std::string& name) {
+  static const std::string vl_prefix = "model.language_model.";
+  if (name.starts_with("mtp.") || name.starts_with("model.visual.")) return std::nullopt;
+  if (name.starts_with(vl_prefix)) return "model." + name.substr(vl_prefix.size());
+  return name;
+}
+
+float f32_from_f16(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return f32_from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  float v = float(mantissa) * (1.0f / 16777216.0f);  // subnormal: mantissa × 2^-24, exact
+  return sign ? -v : v;
+}
+
+template <typename T>
+T load_unaligned(const uint8_t* base, uint64_t i) {
+  T v;
+  memcpy(&v, base + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+// F16 and F32 widen exactly to f32 and round once to bf16. Sources may be unaligned.
+void convert_to_bf16(const uint8_t* src, DType dtype, uint64_t n, bf16* dst) {
+  if (dtype == DType::BF16) {
+    memcpy(dst, src, n * sizeof(bf16));
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i)
+    dst[i] = f32_to_bf16(dtype == DType::F16 ? f32_from_f16(load_unaligned<uint16_t>(src, i))
+                                             : load_unaligned<float>(src, i));
+}
+
+// A tensor that cannot be used in place: not bf16, or not 2-byte aligned in its shard.
+struct PendingCopy {
+  std::string name;
+  const uint8_t* src;
+  DType dtype;
+  std::vector<uint64_t> shape;
+};
+
+void add_converted_arena(ModelWeights& w, const std::vector<PendingCopy>& copies) {
+  if (copies.empty()) return;
+  uint32_t arena = uint32_t(w.arenas.size());
+  std::vector<TensorRef> refs;
+  uint64_t total = 0;
+  for (const PendingCopy& c : copies) {
+    refs.push_back(TensorRef{arena, total, c.shape});
+    total = align_up(total + refs.back().elements() * sizeof(bf16));
+  }
+  std::shared_ptr<uint8_t[]> buffer(new uint8_t[total]);
+  w.arenas.push_back({"converted to bf16", buffer, buffer.get(), total});
+  for (size_t i = 0; i < copies.size(); ++i) {
+    convert_to_bf16(copies[i].src, copies[i].dtype, refs[i].elements(),
+                    reinterpret_cast<bf16*>(buffer.get() + refs[i].offset));
+    w.tensors[copies[i].name] = std::move(refs[i]);
+  }
+}
+
+void resolve_lm_head(ModelWeights& w) {
+  const char* lm_head = "lm_head.weight";
+  const char* embed = "model.embed_tokens.weight";
+  // HF ties the head to the embedding after loading, so a stored lm_head is then unused.
+  if (w.config.tie_word_embeddings) {
+    auto it = w.tensors.find(embed);
+    if (it == w.tensors.end())
+      throw Error(w.source + ": tensor '" + embed + "' missing (the tied lm_head needs it)");
+    w.tensors[lm_head] = it->second;
+  } else if (!w.tensors.count(lm_head)) {
+    throw Error(w.source + ": tensor '" + lm_head +
+                "' missing, and config.json has tie_word_embeddings=false");
+  }
+}
+
+}  // namespace
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  if (c.family != Family::Qwen3) return {};
+  const uint64_t H = c.hidden, D = c.head_dim, V = c.vocab, I = c.intermediate;
+  const uint64_t q = uint64_t(c.n_heads) * D, kv = uint64_t(c.n_kv_heads) * D;
+  std::vector<TensorSpec> t;
+  t.push_back({"model.embed_tokens.weight", {V, H}});
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    t.push_back({p + "input_layernorm.weight", {H}});
+    t.push_back({p + "self_attn.q_proj.weight", {q, H}});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, H}});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, H}});
+    t.push_back({p + "self_attn.o_proj.weight", {H, q}});
+    t.push_back({p + "self_attn.q_norm.weight", {D}});
+    t.push_back({p + "self_attn.k_norm.weight", {D}});
+    t.push_back({p + "post_attention_layernorm.weight", {H}});
+    t.push_back({p + "mlp.gate_proj.weight", {I, H}});
+    t.push_back({p + "mlp.up_proj.weight", {I, H}});
+    t.push_back({p + "mlp.down_proj.weight", {H, I}});
+  }
+  t.push_back({"model.norm.weight", {H}});
+  t.push_back({"lm_head.weight", {V, H}});
+  return t;
+}
+
+ModelWeights load_checkpoint(const fs::path& dir) {
+  if (!fs::is_directory(dir))
+    throw Error(dir.string() + ": not a checkpoint directory (expected config.json and safetensors)");
+  ModelWeights w;
+  w.source = dir.string();
+  w.config = load_config(dir / "config.json");
+  Shards shards = find_shards(dir);
+
+  std::map<std::string, std::string> shard_of;  // every stored name → its file
+  std::set<std::string> names;                  // canonical names kept so far
+  std::vector<PendingCopy> copies;
+  for (const std::string& file : shards.files) {
+    SafetensorsFile f = read_safetensors(dir / file);
+    uint32_t arena = uint32_t(w.arenas.size());
+    w.arenas.push_back({file, f.mapping, f.data, f.data_bytes});
+    for (SafetensorsTensor& t : f.tensors) {
+      auto [seen, fresh] = shard_of.emplace(t.name, file);
+      if (!fresh)
+        throw Error(w.source + ": tensor '" + t.name + "' is stored in both " + seen->second +
+                    " and " + file);
+      std::optional<std::string> name = canonical_name(t.name);
+      if (!name) continue;
+      if (!names.insert(*name).second)
+        throw Error(w.source + ": tensor '" + *name + "' is stored under two names ('" + t.name +
+                    "' and one with the other prefix)");
+      const uint8_t* src = f.data + t.begin;
+      if (t.dtype == DType::BF16 && reinterpret_cast<uintptr_t>(src) % alignof(bf16) == 0)
+        w.tensors[*name] = TensorRef{arena, t.begin, std::move(t.shape)};
+      else
+        copies.push_back({*name, src, t.dtype, std::move(t.shape)});
+    }
+  }
+  for (const auto& [name, file] : shards.weight_map) {
+    auto it = shard_of.find(name);
+    if (it == shard_of.end() || it->second != file)
+      throw Error(w.source + ": " + kIndexFile + " puts tensor '" + name + "' in " + file +
+                  ", but it is not there");
+  }
+  add_converted_arena(w, copies);
+  resolve_lm_head(w);
+  for (const TensorSpec& t : expected_tensors(w.config)) w.get(t.name, t.shape);
+  return w;
+}
+
+void write_hf_checkpoint(const ModelWeights& w, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir.string() + ": cannot create the directory: " + ec.message());
+  {
+    fs::path config_path = dir / "config.json";
+    std::ofstream out(config_path);
+    out << config_to_json(w.config).dump(2) << "\n";
+    if (!out) throw Error(config_path.string() + ": write failed");
+  }
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, ref] : w.tensors) {
+    if (name == "lm_head.weight" && w.config.tie_word_embeddings) continue;
+    const HostArena& arena = w.arenas.at(ref.arena);
+    entries.push_back({name, DType::BF16, ref.shape, arena.data + ref.offset,
+                       ref.elements() * sizeof(bf16)});
+  }
+  write_safetensors(dir / kSingleFile, entries);
+}
+
+}  // namespace spindle

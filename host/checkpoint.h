@@ -1,0 +1,33 @@
+// Hugging Face checkpoint directories: config.json plus model.safetensors, or shards listed by
+// model.safetensors.index.json.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "host/model_weights.h"
+
+namespace spindle {
+
+struct TensorSpec {
+  std::string name;  // canonical ("model.…", "lm_head.weight")
+  std::vector<uint64_t> shape;
+};
+
+// Every tensor a model of this config has, with its shape (spec §3), lm_head included even
+// when tied. Only qwen3 is described so far: other families give an empty list, and the
+// graph builder checks what it reads through ModelWeights::get.
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
+
+// Loads a checkpoint directory. bf16 tensors stay in the mapped shards (one arena each);
+// F16 and F32 tensors are rounded to bf16 (nearest even) into one more, owned arena.
+// Names are canonicalised ("model.language_model." → "model."; "mtp.*" and "model.visual.*"
+// dropped), a tied lm_head aliases the embedding, and the expected tensors are checked.
+ModelWeights load_checkpoint(const std::filesystem::path& dir);
+
+// Writes `w` as an HF checkpoint: config.json and one bf16 model.safetensors, lm_head left out
+// when tied. load_checkpoint(dir) gives back bit-identical tensors.
+void write_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir);
+
+}  // namespace spindle

@@ -1,0 +1,30 @@
+#include "host/cli/generate.h"
+
+#include "host/cli/session.h"
+
+namespace spindle::cli {
+
+void add_generate_options(CLI::App& cmd, GenerateFlags& flags) {
+  add_model_option(cmd, flags.model);
+  cmd.add_option("--prompt-ids,-p", flags.prompt_ids, "prompt token ids, comma-separated")
+      ->capture_default_str();
+  cmd.add_option("--max-new-tokens,-n", flags.max_new_tokens, "tokens to generate")
+      ->capture_default_str();
+  add_context_option(cmd, flags.context, "the prompt plus the new tokens");
+  add_executor_options(cmd, flags.executor);
+}
+
+Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling) {
+  Generation g;
+  g.prompt = parse_token_ids(flags.prompt_ids, "--prompt-ids");
+  const ExecutorOptions exec = executor_options(flags.executor);
+  BuildOptions build;
+  build.context = flags.context ? flags.context : uint32_t(g.prompt.size() + flags.max_new_tokens);
+  const auto session = open_session(flags.model, build);
+  const auto ex = open_executor(*session, exec);
+  g.executor = ex->describe();
+  g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling);
+  return g;
+}
+
+}  // namespace spindle::cli

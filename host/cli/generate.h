@@ -1,0 +1,32 @@
+// Decoding from the command line: the options `run` and `gate md5` share, and the run itself.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "host/cli/options.h"
+#include "host/decode.h"
+
+namespace spindle::cli {
+
+struct GenerateFlags {
+  std::string model;
+  std::string prompt_ids = "1,2,3,4";
+  uint32_t max_new_tokens = 16;
+  uint32_t context = 0;
+  ExecutorFlags executor;
+};
+
+// --model, --prompt-ids, --max-new-tokens, --context and the executor options.
+void add_generate_options(CLI::App& cmd, GenerateFlags& flags);
+
+struct Generation {
+  std::vector<uint32_t> prompt;
+  std::string executor;  // the executor's own description
+  DecodeResult result;
+};
+
+// Checks the flags, loads the model, builds the graph (context: the flag, else just enough
+// for the prompt and the new tokens) and decodes.
+Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling);
+
+}  // namespace spindle::cli

@@ -1,0 +1,17 @@
+// What one decode step of a graph touches, read from the graph's views rather than guessed
+// from the config.
+#pragma once
+#include <cstdint>
+
+#include "tasks/graph.h"
+
+namespace spindle::cli {
+
+// Bytes of weights one step reads: everything in a weight arena that some task's operand
+// covers, counted once, except the embedding table, of which a step reads one row.
+uint64_t weight_bytes_per_token(const Graph& g);
+
+// Bytes the K and V caches gain per position.
+uint64_t kv_bytes_per_position(const Graph& g);
+
+}  // namespace spindle::cli

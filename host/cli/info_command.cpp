@@ -1,0 +1,105 @@
+// spindle info: a model's shape and what one decode step of its graph reads.
+#include <cstdio>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "host/cli/commands.h"
+#include "host/cli/graph_stats.h"
+#include "host/cli/options.h"
+#include "host/cli/session.h"
+
+namespace spindle::cli {
+namespace {
+
+struct InfoFlags {
+  std::string model;
+  uint32_t context = 0;
+  bool json = false;
+};
+
+// Each stored tensor once: a tied lm_head is the embedding under a second name.
+uint64_t parameter_count(const ModelWeights& w) {
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  uint64_t n = 0;
+  for (const auto& [name, t] : w.tensors)
+    if (seen.emplace(t.arena, t.offset).second) n += t.elements();
+  return n;
+}
+
+// si(1192099840, "B") → "1.19 GB"; si(512, "") → "512"
+std::string si(uint64_t n, const char* unit) {
+  static const char* const kPrefix[] = {"", "k", "M", "G", "T", "P"};
+  double v = double(n);
+  size_t i = 0;
+  for (; v >= 1000 && i + 1 < std::size(kPrefix); ++i) v /= 1000;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, kPrefix[i], unit);
+  std::string out = buf;
+  if (out.back() == ' ') out.pop_back();
+  return out;
+}
+
+void info(const InfoFlags& f) {
+  BuildOptions build;
+  build.context = f.context;
+  const auto s = open_session(f.model, build);
+  const ModelConfig& c = s->weights.config;
+  const Graph& g = s->graph;
+  const uint64_t params = parameter_count(s->weights), weight_bytes = s->weights.total_bytes();
+  const uint64_t per_token = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
+  if (f.json) {
+    print_json({{"model", s->weights.source},
+                {"family", family_name(c.family)},
+                {"layers", c.n_layers},
+                {"hidden", c.hidden},
+                {"heads", c.n_heads},
+                {"kv_heads", c.n_kv_heads},
+                {"head_dim", c.head_dim},
+                {"intermediate", c.intermediate},
+                {"vocab", c.vocab},
+                {"parameters", params},
+                {"weight_bytes", weight_bytes},
+                {"bytes_read_per_token", per_token},
+                {"kv_bytes_per_position", kv},
+                {"context", g.params.context},
+                {"tasks", g.tasks.size()},
+                {"counters", g.num_counters()},
+                {"views", g.views.size()}});
+    return;
+  }
+  std::printf("model                  %s\n", s->weights.source.c_str());
+  std::printf("family                 %s\n", family_name(c.family));
+  std::printf("layers                 %u\n", c.n_layers);
+  std::printf("hidden                 %u\n", c.hidden);
+  std::printf("heads                  %u q, %u kv, head dim %u\n", c.n_heads, c.n_kv_heads,
+              c.head_dim);
+  std::printf("intermediate           %u\n", c.intermediate);
+  std::printf("vocab                  %u\n", c.vocab);
+  std::printf("parameters             %llu (%s)\n", (unsigned long long)params,
+              si(params, "").c_str());
+  std::printf("weight bytes           %llu (%s)\n", (unsigned long long)weight_bytes,
+              si(weight_bytes, "B").c_str());
+  std::printf("bytes read per token   %llu (%s)\n", (unsigned long long)per_token,
+              si(per_token, "B").c_str());
+  std::printf("KV bytes per position  %llu\n", (unsigned long long)kv);
+  std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",
+              g.tasks.size(), g.num_counters(), g.views.size(), g.params.context);
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto f = std::make_shared<InfoFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "info", "A model's shape, size, and the bytes one decode step reads, from its graph");
+  add_model_option(*cmd, f->model);
+  add_context_option(*cmd, f->context, "the model's max_position_embeddings");
+  cmd->add_flag("--json", f->json, "print as JSON");
+  cmd->callback([f] { info(*f); });
+}
+
+}  // namespace spindle::cli

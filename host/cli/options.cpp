@@ -1,0 +1,77 @@
+#include "host/cli/options.h"
+
+#include <charconv>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "tasks/error.h"
+
+namespace spindle::cli {
+
+void add_model_option(CLI::App& cmd, std::string& model) {
+  model = kDefaultModel;
+  cmd.add_option("--model,-m", model,
+                 "synthetic:PRESET[@SEED] (weights generated from a seed) or a Hugging Face "
+                 "checkpoint directory (config.json + safetensors)")
+      ->capture_default_str();
+}
+
+void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero) {
+  cmd.add_option("--context", context, "KV capacity in positions; 0 = " + when_zero)
+      ->capture_default_str();
+}
+
+void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
+  cmd.add_option("--executor,-e", flags.executor,
+                 "sequential, fp64 (sequential with fp64 accumulation: the KL gate's truth), "
+                 "threaded or cuda")
+      ->capture_default_str();
+  cmd.add_option("--workers,-w", flags.workers,
+                 "threads (threaded) or blocks (cuda); 0 = the machine's count")
+      ->capture_default_str();
+  cmd.add_option("--schedule", flags.schedule,
+                 "how tasks reach workers: ticket (a global atomic ticket) or static "
+                 "(per-worker lists built on the host)")
+      ->capture_default_str();
+  cmd.add_option("--cuda-mode", flags.cuda_mode,
+                 "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
+                 "the per-op kernels)")
+      ->capture_default_str();
+  cmd.add_option("--watchdog-ms", flags.watchdog_ms,
+                 "a dependency wait longer than this is an error naming the task")
+      ->capture_default_str();
+}
+
+ExecutorOptions executor_options(const ExecutorFlags& flags) {
+  ExecutorOptions o;
+  o.kind = parse_executor_kind(flags.executor);
+  o.workers = flags.workers;
+  o.schedule = parse_schedule_kind(flags.schedule);
+  o.cuda_mode = parse_cuda_mode(flags.cuda_mode);
+  o.watchdog_ms = flags.watchdog_ms;
+  return o;
+}
+
+std::vector<uint32_t> parse_token_ids(const std::string& list, const std::string& option) {
+  std::vector<uint32_t> ids;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    std::string item = list.substr(begin, end - begin);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    uint32_t id = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
+      throw Error(option + ": '" + item + "' is not a token id (expected comma-separated " +
+                  "integers in [0, 2^32), e.g. 1,2,3)");
+    ids.push_back(id);
+    if (end == list.size()) return ids;
+    begin = end + 1;
+  }
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+}  // namespace spindle::cli

@@ -1,0 +1,44 @@
+// Options several commands share, and the parsing that goes with them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "host/executor.h"
+
+namespace spindle::cli {
+
+inline constexpr const char* kDefaultModel = "synthetic:qwen3-0.6b";
+
+// --model, defaulting to kDefaultModel.
+void add_model_option(CLI::App& cmd, std::string& model);
+
+// --context; `when_zero` says what the command does without it.
+void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
+
+// The executor's names as given on the command line; checked when the command runs.
+struct ExecutorFlags {
+  std::string executor = executor_kind_name(ExecutorOptions{}.kind);
+  uint32_t workers = ExecutorOptions{}.workers;
+  std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
+  std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);
+  uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
+};
+
+// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms.
+void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
+
+// Throws spindle::Error listing the valid names for an unknown one.
+ExecutorOptions executor_options(const ExecutorFlags& flags);
+
+// "1,2,3" → {1, 2, 3}. Throws spindle::Error naming `option` and the item that is not a
+// token id.
+std::vector<uint32_t> parse_token_ids(const std::string& list, const std::string& option);
+
+// Pretty-printed, to stdout.
+void print_json(const nlohmann::json& j);
+
+}  // namespace spindle::cli

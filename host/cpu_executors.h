@@ -1,0 +1,58 @@
+// The CPU executors: the sequential reference and the threaded executor that runs the GPU's
+// queue protocol (monotonic counters, acquire/release, ticket or static lists) on threads.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "host/executor.h"
+#include "ops/context.h"
+
+namespace spindle {
+
+// Host memory for every arena: WORK, KV and CONST owned here, weights bound in place.
+class CpuExecutor : public Executor {
+ public:
+  std::span<const float> logits() const override;
+
+ protected:
+  CpuExecutor(const Graph& g, const ModelWeights& w);
+  TileContext tile_context();
+
+  std::vector<std::vector<uint8_t>> owned_;  // WORK, KV, CONST
+  std::vector<uint8_t*> arena_base_;         // every arena, by SpArena / weight arena id
+};
+
+// Runs every task in the graph's topological order on the calling thread. Acc = double is
+// the fp64 "truth" mode (docs/numerics.md).
+template <class Acc>
+class SequentialExecutor final : public CpuExecutor {
+ public:
+  SequentialExecutor(const Graph& g, const ModelWeights& w) : CpuExecutor(g, w) {}
+  void run_steps(uint32_t steps) override;
+  std::string describe() const override;
+};
+
+class ThreadedExecutor final : public CpuExecutor {
+ public:
+  ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
+  void run_steps(uint32_t steps) override;
+  std::string describe() const override;
+
+ private:
+  void worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace);
+  void run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace);
+  void wait_for(const SpTask& t, uint32_t task_index, uint32_t step);
+
+  ExecutorOptions opt_;
+  uint32_t workers_;
+  std::unique_ptr<std::atomic<uint32_t>[]> counters_;
+  std::vector<std::vector<uint32_t>> lists_;  // static schedule
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<bool> abort_{false};
+  bool broken_ = false;
+  std::chrono::steady_clock::time_point epoch_;
+};
+
+}  // namespace spindle

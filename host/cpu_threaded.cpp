@@ -1,0 +1,117 @@
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "host/cpu_executors.h"
+#include "host/schedule.h"
+#include "ops/run_task.h"
+#include "tasks/counters.h"
+#include "tasks/error.h"
+
+namespace spindle {
+namespace {
+
+uint32_t resolve_workers(uint32_t requested) {
+  if (requested) return requested;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+ThreadedExecutor::ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
+    : CpuExecutor(g, w),
+      opt_(opt),
+      workers_(resolve_workers(opt.workers)),
+      counters_(new std::atomic<uint32_t>[g.num_counters()]),
+      epoch_(std::chrono::steady_clock::now()) {
+  for (uint32_t c = 0; c < g.num_counters(); ++c) counters_[c].store(0, std::memory_order_relaxed);
+  if (opt.schedule == ScheduleKind::Static) lists_ = static_lists(g, workers_);
+}
+
+std::string ThreadedExecutor::describe() const {
+  return "threaded (" + std::to_string(workers_) + " workers, " + schedule_kind_name(opt_.schedule) + ")";
+}
+
+// Waits until the task's counter reaches its target for `step`. Workers may outnumber
+// cores, so the wait spins briefly, then yields, then sleeps: a pure spin would starve the
+// worker it waits for. A wait past the watchdog bound is an error naming the task.
+void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t step) {
+  const uint32_t target = sp_wait_target(t, step);
+  std::atomic<uint32_t>& c = counters_[t.wait_counter];
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t spins = 0; !sp_counter_reached(c.load(std::memory_order_acquire), target); ++spins) {
+    if (abort_.load(std::memory_order_relaxed)) throw Error("aborted");
+    if (spins < 64) continue;
+    if (spins < 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(opt_.watchdog_ms)) {
+      const uint32_t value = c.load(std::memory_order_acquire);
+      throw Error("watchdog: task " + std::to_string(task_index) + " (" + sp_opcode_name(t.op) + ") of step " +
+                  std::to_string(step) + " waited over " + std::to_string(opt_.watchdog_ms) + " ms on counter " +
+                  std::to_string(t.wait_counter) + " (" + graph_.counter_names[t.wait_counter] + "): value " +
+                  std::to_string(value) + ", needs " + std::to_string(target));
+    }
+  }
+}
+
+void ThreadedExecutor::run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace) {
+  const SpTask& t = graph_.tasks[task_index];
+  auto now_ns = [&] {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count());
+  };
+  const uint64_t t0 = tracing_ ? now_ns() : 0;
+  wait_for(t, task_index, step);
+  const uint64_t t1 = tracing_ ? now_ns() : 0;
+  run_task<float>(t, tile_context());
+  counters_[t.signal_counter].fetch_add(1, std::memory_order_release);
+  if (tracing_) trace.push_back({step, task_index, id, t1, now_ns(), t1 - t0});
+}
+
+void ThreadedExecutor::worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace) {
+  const uint32_t n = uint32_t(graph_.tasks.size());
+  if (opt_.schedule == ScheduleKind::Static) {
+    for (uint32_t s = 0; s < steps; ++s)
+      for (uint32_t task : lists_[id]) run_one(id, first_step + s, task, trace);
+    return;
+  }
+  // Dynamic ticket: claim the next task of the global order. A task only waits on tasks
+  // with smaller tickets, already claimed by running workers, so this cannot deadlock.
+  const uint64_t total = uint64_t(steps) * n;
+  for (uint64_t t = ticket_.fetch_add(1, std::memory_order_relaxed); t < total;
+       t = ticket_.fetch_add(1, std::memory_order_relaxed))
+    run_one(id, first_step + uint32_t(t / n), uint32_t(t % n), trace);
+}
+
+void ThreadedExecutor::run_steps(uint32_t steps) {
+  if (broken_) throw Error("this executor stopped on an earlier error; make a new one");
+  ticket_.store(0, std::memory_order_relaxed);
+  abort_.store(false, std::memory_order_relaxed);
+  std::vector<std::vector<TaskTrace>> traces(workers_);
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  std::vector<std::thread> threads;
+  for (uint32_t id = 0; id < workers_; ++id)
+    threads.emplace_back([&, id] {
+      try {
+        worker(id, steps_done_, steps, traces[id]);
+      } catch (...) {
+        std::lock_guard lock(failure_mutex);
+        // The first failure is the cause; the others are workers stopped by the abort.
+        if (!failure) failure = std::current_exception();
+        abort_.store(true, std::memory_order_relaxed);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  if (failure) {
+    // The counters no longer match any whole number of steps.
+    broken_ = true;
+    std::rethrow_exception(failure);
+  }
+  steps_done_ += steps;
+  for (auto& t : traces) trace_.insert(trace_.end(), t.begin(), t.end());
+}
+
+}  // namespace spindle

@@ -1,0 +1,82 @@
+#include "host/decode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "tasks/error.h"
+
+namespace spindle {
+namespace {
+
+void check_ids(const Graph& g, const std::vector<uint32_t>& ids, uint64_t extra, const char* what) {
+  if (ids.empty()) throw Error(std::string(what) + " is empty: give at least one token id");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= g.params.vocab)
+      throw Error(std::string(what) + " id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                  " is out of range: the vocabulary has " + std::to_string(g.params.vocab) + " tokens");
+  const uint64_t need = ids.size() + extra;
+  if (need > g.params.context)
+    throw Error(std::string(what) + " of " + std::to_string(ids.size()) + " tokens plus " + std::to_string(extra) +
+                " new tokens needs " + std::to_string(need) + " positions, past the context limit of " +
+                std::to_string(g.params.context));
+  if (need > g.params.max_steps)
+    throw Error("the run needs " + std::to_string(need) + " steps but the graph holds " +
+                std::to_string(g.params.max_steps));
+}
+
+// Resets the step state so the next step feeds ids[0] at position 0.
+void start(Executor& ex, const std::vector<uint32_t>& ids, const SamplingOptions& s) {
+  SpStepState& st = ex.state();
+  st = SpStepState{};
+  st.token = ids[0];
+  st.forced_count = uint32_t(ids.size());
+  st.seed_lo = uint32_t(s.seed);
+  st.seed_hi = uint32_t(s.seed >> 32);
+  st.temperature = s.temperature;
+  st.top_k = s.top_k;
+  st.top_p = s.top_p;
+  std::copy(ids.begin(), ids.end(), ex.forced_tokens().begin());
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t max_new_tokens,
+                    const SamplingOptions& s) {
+  check_ids(g, prompt, max_new_tokens, "prompt");
+  if (!(s.temperature >= 0)) throw Error("temperature must be >= 0");
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("top-p must be in (0, 1]");
+  start(ex, prompt, s);
+  DecodeResult r;
+  // Step s feeds token s; the last prompt token's step yields the first new token.
+  const uint32_t prefill_steps = uint32_t(prompt.size()) - 1;
+  auto t0 = std::chrono::steady_clock::now();
+  if (prefill_steps) ex.run_steps(prefill_steps);
+  r.prefill_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  if (max_new_tokens) ex.run_steps(max_new_tokens);
+  r.decode_seconds = seconds_since(t0);
+  const auto out = ex.out_tokens();
+  r.tokens.assign(out.begin() + prefill_steps, out.begin() + prefill_steps + max_new_tokens);
+  r.tokens_per_s = r.decode_seconds > 0 ? max_new_tokens / r.decode_seconds : 0;
+  return r;
+}
+
+std::vector<std::vector<float>> teacher_forced_logits(Executor& ex, const Graph& g, const std::vector<uint32_t>& ids) {
+  check_ids(g, ids, 0, "ids");
+  start(ex, ids, SamplingOptions{});
+  std::vector<std::vector<float>> rows;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    ex.run_steps(1);
+    const auto l = ex.logits();
+    rows.emplace_back(l.begin(), l.end());
+  }
+  return rows;
+}
+
+}  // namespace spindle

@@ -1,0 +1,251 @@
+#include "host/graph_builder.h"
+
+#include <algorithm>
+#include <string>
+
+#include "tasks/error.h"
+
+namespace spindle {
+namespace {
+
+constexpr uint64_t kAlign = 256;
+constexpr uint32_t kLayerNone = 0xFFFFFFFFu;
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+// Builds the graph stage by stage. A stage is the set of tasks that signal one counter; each
+// task of a stage waits for the whole previous stage, so stages act as barriers and every
+// buffer may be reused layer after layer without write-after-read hazards.
+class Builder {
+ public:
+  Builder(const ModelWeights& w, const BuildOptions& opt) : w_(w), opt_(opt) {}
+
+  Graph build();
+
+ private:
+  struct Stage {
+    uint32_t counter;
+    uint32_t tasks;
+  };
+
+  uint32_t add_view(const std::string& name, uint32_t arena, SpDtype dt, uint64_t offset,
+                    uint32_t rows, uint32_t cols) {
+    SpView v{};
+    v.arena = arena;
+    v.dtype = dt;
+    v.offset_lo = uint32_t(offset);
+    v.offset_hi = uint32_t(offset >> 32);
+    v.rows = rows;
+    v.cols = cols;
+    v.row_stride = cols;
+    g_.views.push_back(v);
+    g_.view_names.push_back(name);
+    return uint32_t(g_.views.size() - 1);
+  }
+  uint32_t alloc(const std::string& name, uint32_t arena, SpDtype dt, uint32_t rows, uint32_t cols) {
+    uint64_t& used = g_.arenas[arena].bytes;
+    const uint64_t off = used;
+    used = align_up(used + uint64_t(rows) * cols * sp_dtype_bytes(dt), kAlign);
+    return add_view(name, arena, dt, off, rows, cols);
+  }
+  // Columns [c0, c0+cols) of a 1-row vector view, as a view of its own.
+  uint32_t slice(uint32_t view, const std::string& name, uint32_t c0, uint32_t cols) {
+    const SpView v = g_.views[view];
+    return add_view(name, v.arena, SpDtype(v.dtype),
+                    sp_view_offset(v) + uint64_t(c0) * sp_dtype_bytes(v.dtype), 1, cols);
+  }
+  uint32_t weight(const std::string& name, std::vector<uint64_t> shape) {
+    const TensorRef& t = w_.get(name, shape);
+    const uint32_t rows = shape.size() == 2 ? uint32_t(shape[0]) : 1;
+    const uint32_t cols = uint32_t(shape.back());
+    return add_view(name, SP_ARENA_WEIGHTS0 + t.arena, SP_BF16, t.offset, rows, cols);
+  }
+
+  Stage begin_stage(const std::string& name) {
+    g_.counter_names.push_back(name);
+    return Stage{uint32_t(g_.counter_names.size() - 1), 0};
+  }
+  // Appends a task of `stage` waiting on the whole of `prev`.
+  void add_task(Stage& stage, const Stage& prev, uint32_t wait_mode, uint32_t op, uint32_t layer,
+                uint32_t t0, uint32_t t1, std::initializer_list<uint32_t> operands) {
+    SpTask t{};
+    t.op = op;
+    t.layer = layer;
+    t.tile_begin = t0;
+    t.tile_end = t1;
+    t.wait_counter = prev.counter;
+    t.wait_count = prev.tasks;
+    t.wait_mode = wait_mode;
+    t.signal_counter = stage.counter;
+    std::fill(std::begin(t.operand), std::end(t.operand), SP_NO_VIEW);
+    std::copy(operands.begin(), operands.end(), t.operand);
+    g_.tasks.push_back(t);
+    ++stage.tasks;
+  }
+  // Splits [0, n) into tasks of `per` tiles.
+  template <class F>
+  void split(uint32_t n, uint32_t per, F&& f) {
+    for (uint32_t t0 = 0; t0 < n; t0 += per) f(t0, std::min(n, t0 + per));
+  }
+  uint32_t rows_per_tile(uint32_t rows) const {
+    if (opt_.rows_per_tile) return opt_.rows_per_tile;
+    return align_up(std::max(16u, ceil_div(rows, 256)), 16);
+  }
+  void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t x,
+            uint32_t norm, uint32_t out, uint32_t residual) {
+    split(rows, rows_per_tile(rows), [&](uint32_t r0, uint32_t r1) {
+      add_task(st, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, layer, r0, r1,
+               {W, x, norm, out, residual, 0u, SP_NO_VIEW});
+    });
+  }
+
+  const ModelWeights& w_;
+  const BuildOptions& opt_;
+  Graph g_;
+};
+
+Graph Builder::build() {
+  const ModelConfig& c = w_.config;
+  if (c.family != Family::Qwen3)
+    throw Error(std::string("the graph builder does not support the ") + family_name(c.family) +
+                " family yet (supported: qwen3)");
+  const uint32_t H = c.hidden, Hq = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  const uint32_t I = c.intermediate, V = c.vocab;
+  const uint32_t ctx = opt_.context ? opt_.context : c.max_position;
+  if (opt_.context > c.max_position)
+    throw Error("context " + std::to_string(opt_.context) + " exceeds the model's limit " +
+                std::to_string(c.max_position) + " (max_position_embeddings)");
+  if (opt_.attn_chunks == 0) throw Error("attn_chunks must be at least 1");
+  const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
+
+  g_.model = w_.source;
+  SpGraphParams& p = g_.params;
+  p.hidden = H;
+  p.n_layers = c.n_layers;
+  p.n_heads = Hq;
+  p.n_kv_heads = Hkv;
+  p.head_dim = D;
+  p.rotary_dim = c.rotary_dim();
+  p.intermediate = I;
+  p.vocab = V;
+  p.context = ctx;
+  p.attn_chunks = opt_.attn_chunks;
+  p.norm_kind = SP_NORM_STANDARD;
+  p.rms_eps = c.rms_eps;
+  p.rope_theta = c.rope_theta;
+  p.max_steps = max_steps;
+
+  g_.arenas = {{"state", SP_STATE_FORCED_OFFSET}, {"work", 0}, {"kv", 0}, {"const", 0}};
+  for (const HostArena& a : w_.arenas) g_.arenas.push_back({"weights:" + a.name, a.bytes});
+
+  g_.io.forced_tokens = add_view("forced_tokens", SP_ARENA_STATE, SP_U32, SP_STATE_FORCED_OFFSET, 1, max_steps);
+  g_.io.out_tokens = add_view("out_tokens", SP_ARENA_STATE, SP_U32,
+                              SP_STATE_FORCED_OFFSET + uint64_t(max_steps) * 4, 1, max_steps);
+  g_.arenas[SP_ARENA_STATE].bytes = SP_STATE_FORCED_OFFSET + uint64_t(max_steps) * 8;
+
+  const uint32_t qkv_rows = (Hq + 2 * Hkv) * D;
+  const uint32_t h = alloc("h", SP_ARENA_WORK, SP_BF16, 1, H);
+  const uint32_t qkv = alloc("qkv", SP_ARENA_WORK, SP_BF16, 1, qkv_rows);
+  const uint32_t q_part = slice(qkv, "qkv.q", 0, Hq * D);
+  const uint32_t k_part = slice(qkv, "qkv.k", Hq * D, Hkv * D);
+  const uint32_t v_part = slice(qkv, "qkv.v", (Hq + Hkv) * D, Hkv * D);
+  const uint32_t q_rot = alloc("q_rot", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
+  const uint32_t partials = alloc("attn_partials", SP_ARENA_WORK, SP_F32, Hq * opt_.attn_chunks, D + 2);
+  const uint32_t attn_out = alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
+  const uint32_t act = alloc("act", SP_ARENA_WORK, SP_BF16, 1, I);
+  g_.io.logits = alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
+  const uint32_t rope = alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim);
+
+  const uint32_t embed_w = weight("model.embed_tokens.weight", {V, H});
+
+  // The first stage waits for the previous step's sampler; its counter is the last one.
+  Stage sample_stage{0, 1};
+  Stage embed = begin_stage("embed");
+  const uint32_t sample_counter_slot = uint32_t(g_.tasks.size());
+  add_task(embed, sample_stage, SP_WAIT_PREV_STEP, SP_OP_EMBED, kLayerNone, 0, H, {embed_w, h});
+
+  Stage prev = embed;
+  const uint32_t heads_total = Hq + 2 * Hkv;
+  const uint32_t heads_per_task = std::max(1u, ceil_div(heads_total, 32));
+  const uint32_t merge_per_task = std::max(1u, ceil_div(Hq, 32));
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const std::string L = "model.layers." + std::to_string(l) + ".";
+    const std::string tag = "L" + std::to_string(l) + ".";
+    const uint32_t in_norm = weight(L + "input_layernorm.weight", {H});
+    const uint32_t wq = weight(L + "self_attn.q_proj.weight", {Hq * D, H});
+    const uint32_t wk = weight(L + "self_attn.k_proj.weight", {Hkv * D, H});
+    const uint32_t wv = weight(L + "self_attn.v_proj.weight", {Hkv * D, H});
+    const uint32_t wo = weight(L + "self_attn.o_proj.weight", {H, Hq * D});
+    const uint32_t qn = weight(L + "self_attn.q_norm.weight", {D});
+    const uint32_t kn = weight(L + "self_attn.k_norm.weight", {D});
+    const uint32_t post_norm = weight(L + "post_attention_layernorm.weight", {H});
+    const uint32_t wg = weight(L + "mlp.gate_proj.weight", {I, H});
+    const uint32_t wu = weight(L + "mlp.up_proj.weight", {I, H});
+    const uint32_t wd = weight(L + "mlp.down_proj.weight", {H, I});
+    const uint32_t kc = alloc(tag + "k_cache", SP_ARENA_KV, SP_BF16, Hkv * ctx, D);
+    const uint32_t vc = alloc(tag + "v_cache", SP_ARENA_KV, SP_BF16, Hkv * ctx, D);
+
+    Stage s_qkv = begin_stage(tag + "qkv");
+    gemv(s_qkv, prev, l, wq, Hq * D, h, in_norm, q_part, SP_NO_VIEW);
+    gemv(s_qkv, prev, l, wk, Hkv * D, h, in_norm, k_part, SP_NO_VIEW);
+    gemv(s_qkv, prev, l, wv, Hkv * D, h, in_norm, v_part, SP_NO_VIEW);
+
+    Stage s_rope = begin_stage(tag + "qk_norm_rope");
+    split(heads_total, heads_per_task, [&](uint32_t t0, uint32_t t1) {
+      add_task(s_rope, s_qkv, SP_WAIT_SAME_STEP, SP_OP_QK_NORM_ROPE, l, t0, t1,
+               {qkv, qn, kn, q_rot, kc, vc, rope});
+    });
+
+    Stage s_attn = begin_stage(tag + "attn");
+    for (uint32_t t = 0; t < Hkv * opt_.attn_chunks; ++t)
+      add_task(s_attn, s_rope, SP_WAIT_SAME_STEP, SP_OP_ATTN_CHUNK, l, t, t + 1, {q_rot, kc, vc, partials});
+
+    Stage s_merge = begin_stage(tag + "attn_merge");
+    split(Hq, merge_per_task, [&](uint32_t t0, uint32_t t1) {
+      add_task(s_merge, s_attn, SP_WAIT_SAME_STEP, SP_OP_ATTN_MERGE, l, t0, t1, {partials, attn_out});
+    });
+
+    Stage s_o = begin_stage(tag + "o_proj");
+    gemv(s_o, s_merge, l, wo, H, attn_out, SP_NO_VIEW, h, h);
+
+    Stage s_gu = begin_stage(tag + "gate_up");
+    split(I, rows_per_tile(I), [&](uint32_t r0, uint32_t r1) {
+      add_task(s_gu, s_o, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act});
+    });
+
+    Stage s_down = begin_stage(tag + "down");
+    gemv(s_down, s_gu, l, wd, H, act, SP_NO_VIEW, h, h);
+    prev = s_down;
+  }
+
+  const uint32_t final_norm = weight("model.norm.weight", {H});
+  const uint32_t lm = weight("lm_head.weight", {V, H});
+  const uint32_t lm_rows = rows_per_tile(V);
+  const uint32_t slots = ceil_div(V, lm_rows);
+  const uint32_t argmax = alloc("argmax_partials", SP_ARENA_WORK, SP_U32, slots, 2);
+  Stage s_lm = begin_stage("lm_head");
+  split(V, lm_rows, [&](uint32_t r0, uint32_t r1) {
+    const uint32_t flags = 1u | ((r0 / lm_rows) << 16);
+    add_task(s_lm, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, kLayerNone, r0, r1,
+             {lm, h, final_norm, g_.io.logits, SP_NO_VIEW, flags, argmax});
+  });
+
+  Stage s_sample = begin_stage("sample");
+  add_task(s_sample, s_lm, SP_WAIT_SAME_STEP, SP_OP_SAMPLE, kLayerNone, 0, 1,
+           {g_.io.logits, argmax, slots, g_.io.forced_tokens, g_.io.out_tokens});
+
+  g_.tasks[sample_counter_slot].wait_counter = s_sample.counter;
+  g_.tasks[sample_counter_slot].wait_count = s_sample.tasks;
+  g_.arenas[SP_ARENA_KV].bytes = std::max<uint64_t>(g_.arenas[SP_ARENA_KV].bytes, kAlign);
+  validate(g_);
+  return std::move(g_);
+}
+
+}  // namespace
+
+Graph build_decode_graph(const ModelWeights& w, const BuildOptions& opt) {
+  return Builder(w, opt).build();
+}
+
+}  // namespace spindle

@@ -1,0 +1,59 @@
+// Row tiles of the projections (docs/numerics.md, "GEMV" and "GATE_UP"): the input is
+// normalised once per call, then each row is one canonical dot over W's bf16 row.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vector>
+
+#include "ops/acc.h"
+#include "ops/argmax.h"
+#include "ops/dot.h"
+#include "ops/norm.h"
+#include "ops/pmath.h"
+
+namespace spindle {
+
+// Ŵ_r · n̂ in the canonical order.
+template <class Acc>
+inline Acc row_dot(const bf16* w_row, const Acc* n, uint32_t K) {
+  return canonical_dot<Acc>(int(K), [w_row](int k) { return bf16_to_f32(w_row[k]); },
+                            [n](int k) { return n[k]; });
+}
+
+// r( r(silu(g)) · u ), g and u already rounded.
+template <class Acc>
+SP_HDI bf16 swiglu(Acc g, Acc u) {
+  return to_bf16(rounded(pm_silu(g)) * u);
+}
+
+// out[r] = r(Ŵ_r · n̂) for r in [r0, r1), or r(res[r] + r(Ŵ_r · n̂)) when residual is set
+// (it may alias out). Out is bf16, or float for logits. W has `row_stride` elements between
+// rows. With `argmax` set, the tile's best {out[r], r} is written there.
+template <class Acc, class Out>
+void gemv_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t K, const NormSpec& norm,
+               uint32_t r0, uint32_t r1, Out* out, const bf16* residual, ArgmaxPartial* argmax) {
+  const std::vector<Acc> n = projection_input<Acc>(x, K, norm);
+  ArgmaxPartial best = argmax_none(r0);
+  for (uint32_t r = r0; r < r1; ++r) {
+    bf16 y = to_bf16(row_dot(W + r * row_stride, n.data(), K));
+    if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
+    store_bf16(out[r], y);
+    argmax_offer(best, bf16_to_f32(y), r);
+  }
+  if (argmax) *argmax = best;
+}
+
+// act[r] = swiglu(r(Ŵg_r · n̂), r(Ŵu_r · n̂)) for r in [r0, r1).
+template <class Acc>
+void gate_up_rows(const bf16* Wg, const bf16* Wu, size_t row_stride, const bf16* x, uint32_t K,
+                  const NormSpec& norm, uint32_t r0, uint32_t r1, bf16* act) {
+  const std::vector<Acc> n = projection_input<Acc>(x, K, norm);
+  for (uint32_t r = r0; r < r1; ++r) {
+    const Acc g = rounded(row_dot(Wg + r * row_stride, n.data(), K));
+    const Acc u = rounded(row_dot(Wu + r * row_stride, n.data(), K));
+    act[r] = swiglu(g, u);
+  }
+}
+
+}  // namespace spindle

@@ -1,0 +1,146 @@
+// The CPU tile dispatch: resolves a task's operand views (tasks/opcodes.h) and runs the
+// array-level function of its opcode over tiles [tile_begin, tile_end).
+#pragma once
+#include <stdint.h>
+
+#include <string>
+
+#include "ops/attention.h"
+#include "ops/context.h"
+#include "ops/embed.h"
+#include "ops/gemv.h"
+#include "ops/qk_norm_rope.h"
+#include "ops/sample.h"
+#include "tasks/error.h"
+
+namespace spindle {
+
+[[noreturn]] inline void throw_task_error(const SpTask& t, const std::string& what) {
+  const char* name = sp_opcode_name(t.op);
+  throw Error(std::string(name ? name : "task") + " (layer " + std::to_string(int32_t(t.layer)) +
+              ", tiles " + std::to_string(t.tile_begin) + ".." + std::to_string(t.tile_end) +
+              "): " + what);
+}
+
+// Operand i's data, or nullptr for SP_NO_VIEW.
+template <class T>
+T* operand_data(const SpTask& t, const TileContext& c, uint32_t i) {
+  return t.operand[i] == SP_NO_VIEW ? nullptr : view_data<T>(c, t.operand[i]);
+}
+
+inline const SpView& operand_view(const SpTask& t, const TileContext& c, uint32_t i) {
+  return c.views[t.operand[i]];
+}
+
+inline void check_position(const SpTask& t, const TileContext& c) {
+  if (c.state->position >= c.params->context)
+    throw_task_error(t, "position " + std::to_string(c.state->position) +
+                            " is past the KV capacity of " + std::to_string(c.params->context));
+}
+
+inline void run_embed(const SpTask& t, const TileContext& c) {
+  const SpView& table = operand_view(t, c, 0);
+  const uint32_t token = c.state->token;
+  if (token >= table.rows)
+    throw_task_error(t, "token " + std::to_string(token) + " is not below the table's " +
+                            std::to_string(table.rows) + " rows");
+  embed_columns(operand_data<const bf16>(t, c, 0), table.row_stride, token, t.tile_begin,
+                t.tile_end, operand_data<bf16>(t, c, 1));
+}
+
+template <class Acc>
+void run_gemv(const SpTask& t, const TileContext& c) {
+  const SpView& W = operand_view(t, c, 0);
+  const NormSpec norm{operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps};
+  const uint32_t flags = t.operand[5];
+  ArgmaxPartial* argmax = nullptr;
+  if (flags & 1u) {
+    if (t.operand[6] == SP_NO_VIEW) throw_task_error(t, "the argmax flag is set but no partials view");
+    argmax = operand_data<ArgmaxPartial>(t, c, 6) + (flags >> 16);
+  }
+  const bf16* w = operand_data<const bf16>(t, c, 0);
+  const bf16* x = operand_data<const bf16>(t, c, 1);
+  const bf16* residual = operand_data<const bf16>(t, c, 4);
+  switch (operand_view(t, c, 3).dtype) {
+    case SP_BF16:
+      return gemv_rows<Acc>(w, W.row_stride, x, W.cols, norm, t.tile_begin, t.tile_end,
+                            operand_data<bf16>(t, c, 3), residual, argmax);
+    case SP_F32:
+      return gemv_rows<Acc>(w, W.row_stride, x, W.cols, norm, t.tile_begin, t.tile_end,
+                            operand_data<float>(t, c, 3), residual, argmax);
+    default:
+      throw_task_error(t, "the output is neither bf16 nor f32");
+  }
+}
+
+template <class Acc>
+void run_gate_up(const SpTask& t, const TileContext& c) {
+  const SpView& Wg = operand_view(t, c, 0);
+  const NormSpec norm{operand_data<const bf16>(t, c, 3), c.params->norm_kind, c.params->rms_eps};
+  gate_up_rows<Acc>(operand_data<const bf16>(t, c, 0), operand_data<const bf16>(t, c, 1),
+                    Wg.row_stride, operand_data<const bf16>(t, c, 2), Wg.cols, norm,
+                    t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4));
+}
+
+template <class Acc>
+void run_qk_norm_rope(const SpTask& t, const TileContext& c) {
+  check_position(t, c);
+  const SpGraphParams& p = *c.params;
+  const uint32_t position = c.state->position;
+  const QkNormRopeArgs a{
+      operand_data<const bf16>(t, c, 0), operand_data<const bf16>(t, c, 1),
+      operand_data<const bf16>(t, c, 2), operand_data<bf16>(t, c, 3),
+      operand_data<bf16>(t, c, 4), operand_data<bf16>(t, c, 5),
+      operand_view(t, c, 4).row_stride,
+      operand_data<const bf16>(t, c, 6) + size_t(position) * operand_view(t, c, 6).row_stride,
+      p.n_heads, p.n_kv_heads, p.head_dim, p.rotary_dim, p.context, position,
+      p.norm_kind, p.rms_eps};
+  qk_norm_rope_heads<Acc>(a, t.tile_begin, t.tile_end);
+}
+
+template <class Acc>
+void run_attn_chunk(const SpTask& t, const TileContext& c) {
+  check_position(t, c);
+  const SpGraphParams& p = *c.params;
+  const AttnChunkArgs a{
+      operand_data<const bf16>(t, c, 0), operand_data<const bf16>(t, c, 1),
+      operand_data<const bf16>(t, c, 2), operand_view(t, c, 1).row_stride,
+      operand_data<float>(t, c, 3), operand_view(t, c, 3).row_stride,
+      p.n_heads, p.n_kv_heads, p.head_dim, p.context, p.attn_chunks, c.state->position};
+  attn_chunk_tiles<Acc>(a, t.tile_begin, t.tile_end);
+}
+
+template <class Acc>
+void run_attn_merge(const SpTask& t, const TileContext& c) {
+  attn_merge_heads<Acc>(operand_data<const float>(t, c, 0), operand_view(t, c, 0).row_stride,
+                        c.params->attn_chunks, c.params->head_dim, operand_data<bf16>(t, c, 1),
+                        t.tile_begin, t.tile_end);
+}
+
+template <class Acc>
+void run_sample(const SpTask& t, const TileContext& c) {
+  if (c.state->step >= c.params->max_steps)
+    throw_task_error(t, "step " + std::to_string(c.state->step) + " is past the " +
+                            std::to_string(c.params->max_steps) + " out-token slots");
+  if (t.operand[2] == 0) throw_task_error(t, "no argmax partials");
+  sample_step<Acc>(operand_data<const float>(t, c, 0), c.params->vocab,
+                   operand_data<const ArgmaxPartial>(t, c, 1), t.operand[2],
+                   operand_data<const uint32_t>(t, c, 3), operand_data<uint32_t>(t, c, 4),
+                   *c.state);
+}
+
+template <class Acc>
+void run_task(const SpTask& t, const TileContext& c) {
+  switch (t.op) {
+    case SP_OP_EMBED: return run_embed(t, c);
+    case SP_OP_GEMV: return run_gemv<Acc>(t, c);
+    case SP_OP_GATE_UP: return run_gate_up<Acc>(t, c);
+    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope<Acc>(t, c);
+    case SP_OP_ATTN_CHUNK: return run_attn_chunk<Acc>(t, c);
+    case SP_OP_ATTN_MERGE: return run_attn_merge<Acc>(t, c);
+    case SP_OP_SAMPLE: return run_sample<Acc>(t, c);
+    default: throw Error("unknown opcode " + std::to_string(t.op));
+  }
+}
+
+}  // namespace spindle

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Spindle builds and tests with (idempotent; needs root or sudo).
+set -euo pipefail
+packages=(cmake ninja-build g++ libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev
+          libssl-dev libvulkan-dev glslc mesa-vulkan-drivers python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "spindle: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

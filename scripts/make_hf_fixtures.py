@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""Build tiny random-weight Hugging Face models and save the reference fixtures the C++ tests
+compare against (see DESIGN.md, "Correctness gates": HF is the external arbiter of the math).
+
+For every fixture NAME this writes OUT/NAME/:
+  config.json, generation_config.json, model.safetensors
+        model.save_pretrained(safe_serialization=True), weights in bfloat16.
+  logits.safetensors
+        one fp32 tensor `logits` [len(ids), vocab]; row t = HF's next-token logits after
+        ids[0..t], from ONE teacher-forced forward pass of the bf16 model over all of `ids`.
+  greedy.json
+        prompt_ids (= ids[:4]), max_new_tokens, tokens (the generated tokens only, prompt not
+        included) from model.generate(do_sample=False) in bf16, top1_margins
+        (logit[top1] - logit[top2] at each generated step), versions, attn_implementation, dtype.
+  meta.json
+        everything else: the full `ids`, family, classes, seeds, init scheme, logit std,
+        device, versions.
+
+Usage:
+  python3 -m venv build-fixtures-venv
+  build-fixtures-venv/bin/pip install -r scripts/requirements-fixtures.txt
+  build-fixtures-venv/bin/python scripts/make_hf_fixtures.py [--out tests/fixtures] [--only NAME]
+        [--device cpu|cuda] [--threads 1] [--no-verify] [--search START:COUNT]
+The checked-in fixtures were made with --device cpu --threads 1 (the defaults); another device
+or thread count may round differently. --search writes nothing and lists candidate seeds.
+
+Adding a family (qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe) = one entry in FAMILIES plus one
+or more entries in FIXTURES. The script is deterministic: every random draw comes from a
+torch.Generator seeded per fixture.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------------
+
+# Sizes shared by every tiny fixture. A family entry may override any of them.
+TINY = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    intermediate_size=128,
+    vocab_size=512,
+    max_position_embeddings=256,
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    tie_word_embeddings=False,
+    # No special tokens: a random model must never stop early, and the C++ greedy loop does
+    # not stop on EOS either.
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+
+# family -> how to build it.
+#   config_class / model_class: names in the `transformers` namespace.
+#   config_kwargs: merged over TINY.
+#   norm_center: every `*norm.weight` is initialised to norm_center + U(-NORM_SPREAD, NORM_SPREAD).
+#       1.0 for the plain-scale RMSNorm (qwen3, qwen3_moe); 0.0 for the zero-centred "(1+w)"
+#       RMSNorm (qwen3_next, qwen3_5, qwen3_5_moe; spec section 1.2).
+#   plain_norm_patterns: regexes of norm weights that are plain scales (centre 1.0) even when
+#       norm_center is 0.0, e.g. r"linear_attn\.norm\.weight$" (GDN gated norm, spec 1.3).
+FAMILIES = {
+    "qwen3": dict(
+        config_class="Qwen3Config",
+        model_class="Qwen3ForCausalLM",
+        config_kwargs=dict(attention_bias=False, use_sliding_window=False),
+        norm_center=1.0,
+        plain_norm_patterns=[],
+    ),
+    # Future entries, for example (sizes to be checked against the spec, section 9):
+    # "qwen3_moe": dict(config_class="Qwen3MoeConfig", model_class="Qwen3MoeForCausalLM",
+    #     config_kwargs=dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+    #                        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
+    #     norm_center=1.0, plain_norm_patterns=[]),
+    # "qwen3_next": dict(config_class="Qwen3NextConfig", model_class="Qwen3NextForCausalLM",
+    #     config_kwargs=dict(num_hidden_layers=4, ...linear_* sizes..., partial_rotary_factor=0.25),
+    #     norm_center=0.0, plain_norm_patterns=[r"linear_attn\.norm\.weight$"]),
+    # qwen3_5 / qwen3_5_moe: Qwen3_5ForCausalLM saves tensors under `model.`, whereas the
+    # released checkpoints (ForConditionalGeneration) use `model.language_model.` (spec 3.4);
+    # decide which layout the fixture should have when adding them.
+}
+
+# fixture name -> (family, config overrides, seed). The seed draws the weights and the ids; it
+# was chosen with --search so that every greedy step has a top-1 margin >= MIN_MARGIN (with
+# --device cpu --threads 1). A tied random model tends to repeat tokens; that is expected.
+FIXTURES = {
+    "qwen3-tiny": ("qwen3", dict(tie_word_embeddings=False), 1080),
+    "qwen3-tiny-tied": ("qwen3", dict(tie_word_embeddings=True), 1389),
+}
+
+ATTN_IMPLEMENTATION = "sdpa"  # HF's default; recorded in the fixture.
+DTYPE = torch.bfloat16
+NUM_IDS = 24                  # teacher-forced sequence length
+NUM_PROMPT = 4                # greedy prompt = ids[:NUM_PROMPT]
+MAX_NEW_TOKENS = 16
+IDS_SEED = 4242               # ids are drawn with this seed (+ fixture seed), see make_ids
+NORM_SPREAD = 0.25            # norm weights: centre +- U(0.25)
+# Logit scale. KL between two bf16 implementations grows with the square of the logit scale:
+# at std 3 HF's own paths disagree by mean KL ~1e-4 (its cached decode vs one forward pass;
+# eager vs sdpa; fp32 vs bf16), far above the 1e-5 gate. At std 0.3 HF's fp32 model sits within
+# ~3e-6 (untied) and ~1e-5 (tied) of its bf16 logits, so the gate measures our arithmetic, not
+# HF's rounding; a real math error still moves the logits by their own scale (KL ~1e-2).
+LOGIT_STD_TARGET = 0.3        # lm_head (or tied embedding) is rescaled towards this
+LOGIT_STD_RANGE = (0.24, 0.36)
+MIN_MARGIN = 0.02             # wanted min greedy top-1 margin, twice what HF's own decode and teacher-forced
+                              # paths differ by (up to ~0.01 at this scale); seeds chosen with --search
+
+# ---------------------------------------------------------------------------------------------
+# transformers 4.x / 5.x compatibility
+# ---------------------------------------------------------------------------------------------
+
+TF_MAJOR = int(transformers.__version__.split(".")[0])
+
+
+def dtype_kwarg(dtype):
+    """from_pretrained / from_config keyword for the dtype: `dtype=` in v5, `torch_dtype=` in v4."""
+    return {"dtype": dtype} if TF_MAJOR >= 5 else {"torch_dtype": dtype}
+
+
+def make_config(family, overrides):
+    fam = FAMILIES[family]
+    kwargs = dict(TINY)
+    kwargs.update(fam["config_kwargs"])
+    kwargs.update(overrides)
+    theta = kwargs.pop("rope_theta")
+    if TF_MAJOR >= 5:
+        kwargs["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    else:
+        kwargs["rope_theta"] = theta
+    cfg = getattr(transformers, fam["config_class"])(**kwargs)
+    cfg._attn_implementation = ATTN_IMPLEMENTATION
+    # Both spellings so the saved config.json says bfloat16 whatever the version.
+    if TF_MAJOR >= 5:
+        cfg.dtype = DTYPE
+    else:
+        cfg.torch_dtype = DTYPE
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# Weight initialisation
+# ---------------------------------------------------------------------------------------------
+
+
+def init_weights(model, family, gen):
+    """Deterministic init (fp32 master model).
+
+    * 2-D+ weights [.., out, in]: N(0, 1/sqrt(in)), so every projection keeps unit scale.
+    * input embedding (untied): N(0, 1).
+    * lm_head (or the tied embedding): N(0, LOGIT_STD_TARGET/sqrt(hidden)); calibrated later.
+    * `*norm.weight`: centre + U(-NORM_SPREAD, NORM_SPREAD), so a missing norm weight, or a
+      wrong "(1+w)" convention, changes the logits.
+    * other 1-D parameters (none in qwen3; A_log, dt_bias etc. in the hybrid families): left
+      as the model's own init (which ran under torch.manual_seed).
+    """
+    fam = FAMILIES[family]
+    cfg = model.config
+    H = cfg.hidden_size
+    tied = bool(getattr(cfg, "tie_word_embeddings", False))
+    out_emb = model.get_output_embeddings().weight
+    in_emb = model.get_input_embeddings().weight
+    plain = [re.compile(p) for p in fam["plain_norm_patterns"]]
+    seen = set()
+    with torch.no_grad():
+        for name, p in model.named_parameters(remove_duplicate=True):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if p is out_emb or (tied and p is in_emb):
+                std = LOGIT_STD_TARGET / math.sqrt(H)
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+            elif p is in_emb:
+                p.copy_(torch.randn(p.shape, generator=gen))
+            elif name.endswith("norm.weight"):
+                centre = 1.0 if any(r.search(name) for r in plain) else fam["norm_center"]
+                u = torch.rand(p.shape, generator=gen) * 2.0 - 1.0
+                p.copy_(centre + NORM_SPREAD * u)
+            elif p.dim() >= 2:
+                fan_in = p.shape[-1]
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
+            # else: keep the model's own init
+
+
+def to_bf16_copy(model):
+    """A bf16 model with the fp32 master's weights, built the way from_pretrained builds it.
+
+    NOT model.to(bfloat16): that also casts the rotary `inv_freq` buffer to bf16, which changes
+    the RoPE angles; from_pretrained(dtype=bfloat16) keeps inv_freq in fp32.
+    """
+    m = type(model)._from_config(model.config, **dtype_kwarg(DTYPE))
+    sd = {k: v.to(DTYPE) for k, v in model.state_dict().items()
+          if v.is_floating_point() and "inv_freq" not in k}
+    missing, unexpected = m.load_state_dict(sd, strict=False)
+    assert not unexpected and all("inv_freq" in k for k in missing), (missing, unexpected)
+    for n, b in m.named_buffers():
+        assert "inv_freq" not in n or b.dtype == torch.float32, (n, b.dtype)
+    m.eval()
+    return m
+
+
+@torch.no_grad()
+def teacher_forced_logits(model, ids, device):
+    x = torch.tensor([ids], dtype=torch.long, device=device)
+    out = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    return out.logits[0].float().cpu()
+
+
+def calibrate(model_fp32, ids, device):
+    """Rescale lm_head (or the tied embedding) so that the bf16 logits have std ~ target."""
+    w = model_fp32.get_output_embeddings().weight
+    total_scale = 1.0
+    for _ in range(6):
+        m = to_bf16_copy(model_fp32).to(device)
+        std = teacher_forced_logits(m, ids, device).std().item()
+        if abs(std - LOGIT_STD_TARGET) < 0.1 * LOGIT_STD_TARGET:
+            break
+        s = LOGIT_STD_TARGET / std
+        with torch.no_grad():
+            w.mul_(s)
+        total_scale *= s
+    return total_scale
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixture
+# ---------------------------------------------------------------------------------------------
+
+
+def make_ids(vocab, seed):
+    g = torch.Generator().manual_seed(IDS_SEED + seed)
+    return torch.randint(0, vocab, (NUM_IDS,), generator=g).tolist()
+
+
+def build_master(name, seed, device):
+    """fp32 master model of fixture `name` with weights from `seed`, calibrated; and its ids."""
+    family, overrides, _ = FIXTURES[name]
+    fam = FAMILIES[family]
+    torch.manual_seed(seed)  # for any parameter init_weights leaves to the model
+    gen = torch.Generator().manual_seed(seed)
+    cfg = make_config(family, overrides)
+    model = getattr(transformers, fam["model_class"])(cfg)
+    model.eval()
+    assert model.config._attn_implementation == ATTN_IMPLEMENTATION, model.config._attn_implementation
+    init_weights(model, family, gen)
+    ids = make_ids(cfg.vocab_size, seed)
+    scale = calibrate(model, ids, device)
+    return model, ids, scale
+
+
+@torch.no_grad()
+def greedy(model, prompt_ids, device):
+    x = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    gen_cfg = transformers.GenerationConfig(
+        do_sample=False, max_new_tokens=MAX_NEW_TOKENS, min_new_tokens=MAX_NEW_TOKENS,
+        eos_token_id=None, bos_token_id=None, pad_token_id=0, num_beams=1,
+        temperature=None, top_p=None, top_k=None,
+        return_dict_in_generate=True, output_logits=True)
+    out = model.generate(x, attention_mask=torch.ones_like(x), generation_config=gen_cfg)
+    tokens = out.sequences[0, len(prompt_ids):].tolist()
+    step_logits = torch.stack([l[0].float().cpu() for l in out.logits])  # [new, V]
+    top2 = step_logits.topk(2, dim=-1)
+    margins = (top2.values[:, 0] - top2.values[:, 1]).tolist()
+    argmax = step_logits.argmax(-1).tolist()
+    assert argmax == tokens, f"generate tokens {tokens} != argmax of its logits {argmax}"
+    return tokens, margins, step_logits
+
+
+def reference_outputs(model, ids, device):
+    """What the fixture stores, computed with `model` (a bf16 model)."""
+    prompt = ids[:NUM_PROMPT]
+    logits = teacher_forced_logits(model, ids, device)
+    tokens, margins, step_logits = greedy(model, prompt, device)
+    # HF's own decode path (KV cache, one token a step) vs one teacher-forced pass over
+    # prompt + generated: how far HF disagrees with itself through bf16 rounding alone.
+    tf = teacher_forced_logits(model, prompt + tokens, device)[NUM_PROMPT - 1:-1]
+    return dict(logits=logits, prompt=prompt, tokens=tokens, margins=margins,
+                decode_vs_tf=(tf - step_logits).abs().max().item())
+
+
+def load_fixture_model(d, family, device):
+    model_cls = getattr(transformers, FAMILIES[family]["model_class"])
+    m = model_cls.from_pretrained(d, attn_implementation=ATTN_IMPLEMENTATION, **dtype_kwarg(DTYPE))
+    m.eval()
+    assert m.dtype == DTYPE, m.dtype
+    assert m.config._attn_implementation == ATTN_IMPLEMENTATION, m.config._attn_implementation
+    return m.to(device)
+
+
+def build_fixture(name, out_root, device, verify):
+    family, _, seed = FIXTURES[name]
+    fam = FAMILIES[family]
+    model, ids, scale = build_master(name, seed, device)
+    model_bf16 = to_bf16_copy(model)
+
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    model_bf16.save_pretrained(d, safe_serialization=True)
+
+    # The reference outputs come from the checkpoint as transformers loads it.
+    ref = reference_outputs(load_fixture_model(d, family, device), ids, device)
+    logits, tokens, margins = ref["logits"], ref["tokens"], ref["margins"]
+    logit_std = logits.std().item()
+    save_file({"logits": logits.contiguous()}, os.path.join(d, "logits.safetensors"))
+
+    versions = dict(transformers_version=transformers.__version__,
+                    torch_version=torch.__version__)
+    greedy_doc = dict(prompt_ids=ref["prompt"], max_new_tokens=MAX_NEW_TOKENS, tokens=tokens,
+                      top1_margins=[round(m, 6) for m in margins],
+                      **versions, attn_implementation=ATTN_IMPLEMENTATION, dtype="bfloat16")
+    with open(os.path.join(d, "greedy.json"), "w") as f:
+        json.dump(greedy_doc, f, indent=1)
+        f.write("\n")
+
+    meta = dict(
+        name=name, family=family, config_class=fam["config_class"],
+        model_class=fam["model_class"], seed=seed, ids_seed=IDS_SEED + seed, ids=ids,
+        logits="logits.safetensors: fp32 [len(ids), vocab]; row t = next-token logits after "
+               "ids[0..t], one teacher-forced forward of the bf16 model",
+        greedy="greedy.json: tokens = the max_new_tokens generated after prompt_ids "
+               "(prompt not included)",
+        init=dict(linear="N(0, 1/sqrt(fan_in))", embedding="N(0, 1) when untied",
+                  lm_head=f"N(0, {LOGIT_STD_TARGET}/sqrt(hidden)) x {scale:.6f} (calibration)",
+                  norms=f"{fam['norm_center']} + U(-{NORM_SPREAD}, {NORM_SPREAD})"),
+        logit_std=round(logit_std, 6), min_top1_margin=round(min(margins), 6),
+        hf_decode_vs_teacher_forced_max_abs_diff=ref["decode_vs_tf"],
+        device=str(device), torch_num_threads=torch.get_num_threads(), **versions,
+        attn_implementation=ATTN_IMPLEMENTATION, dtype="bfloat16",
+        python_version=sys.version.split()[0],
+    )
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+    result = dict(name=name, dir=d, logit_std=logit_std, logit_absmax=logits.abs().max().item(),
+                  prompt=ref["prompt"], tokens=tokens, min_margin=min(margins),
+                  decode_vs_tf=ref["decode_vs_tf"], scale=scale)
+    if verify:
+        result.update(verify_fixture(d, family, device, model_bf16.to(device)))
+    result["files"] = {fn: os.path.getsize(os.path.join(d, fn)) for fn in sorted(os.listdir(d))}
+    return result
+
+
+@torch.no_grad()
+def verify_fixture(d, family, device, model_in_memory):
+    """Reload the saved files with transformers and check that they reproduce the saved
+    outputs exactly, and that the in-memory bf16 model (before saving) agrees too."""
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    g = json.load(open(os.path.join(d, "greedy.json")))
+    saved = load_file(os.path.join(d, "logits.safetensors"))
+    assert list(saved) == ["logits"] and saved["logits"].dtype == torch.float32
+    st = load_file(os.path.join(d, "model.safetensors"))
+    assert all(t.dtype == DTYPE for t in st.values()), {k: t.dtype for k, t in st.items()}
+    checks = {}
+    for label, m in (("reload", load_fixture_model(d, family, device)),
+                     ("in-memory", model_in_memory)):
+        r = reference_outputs(m, meta["ids"], device)
+        checks[label] = ((r["logits"] - saved["logits"]).abs().max().item(),
+                         r["tokens"] == g["tokens"])
+    ok = all(diff == 0.0 and same for diff, same in checks.values())
+    return dict(verify_ok=ok, verify=checks, tensors=sorted(st))
+
+
+def search(name, start, count, device):
+    """Print, for seeds start..start+count-1, what fixture `name` would look like."""
+    print(f"{name}: seed  min_top1_margin  distinct_greedy_tokens  logit_std  tokens")
+    for seed in range(start, start + count):
+        model, ids, _ = build_master(name, seed, device)
+        r = reference_outputs(to_bf16_copy(model).to(device), ids, device)
+        flag = "  *" if min(r["margins"]) >= MIN_MARGIN else ""
+        print(f"{name}: {seed} {min(r['margins']):.4f} {len(set(r['tokens']))} "
+              f"{r['logits'].std().item():.3f} {r['tokens']}{flag}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="tests/fixtures", help="output root (default tests/fixtures)")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help=f"build only this fixture (repeatable); one of {sorted(FIXTURES)}")
+    ap.add_argument("--device", default="cpu", help="torch device for the HF runs (default cpu)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1, so CPU results do not depend on the machine)")
+    ap.add_argument("--no-verify", action="store_true", help="skip the reload check")
+    ap.add_argument("--search", metavar="START:COUNT",
+                    help="write nothing; print the greedy margins for seeds START.. of each "
+                         "selected fixture (to choose the seed in FIXTURES)")
+    args = ap.parse_args()
+
+    names = args.only or list(FIXTURES)
+    for n in names:
+        if n not in FIXTURES:
+            ap.error(f"unknown fixture {n!r}; known: {sorted(FIXTURES)}")
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    device = torch.device(args.device)
+    print(f"transformers {transformers.__version__}  torch {torch.__version__}  "
+          f"device {device}  threads {torch.get_num_threads()}  attn {ATTN_IMPLEMENTATION}  "
+          f"dtype bfloat16")
+    if args.search:
+        start, count = (int(v) for v in args.search.split(":"))
+        for n in names:
+            search(n, start, count, device)
+        return
+
+    failed = False
+    for n in names:
+        r = build_fixture(n, args.out, device, not args.no_verify)
+        lo, hi = LOGIT_STD_RANGE
+        bad_std = not lo <= r["logit_std"] <= hi
+        bad_margin = r["min_margin"] < MIN_MARGIN
+        print(f"\n== {n}  ->  {r['dir']}")
+        print(f"   logit std {r['logit_std']:.3f}{'  <-- OUT OF RANGE' if bad_std else ''}  "
+              f"|max| {r['logit_absmax']:.2f}  (lm_head calibration x{r['scale']:.4f})")
+        print(f"   greedy prompt {r['prompt']} -> tokens {r['tokens']}")
+        print(f"   min top-1 margin {r['min_margin']:.4f}"
+              f"{f'  <-- below {MIN_MARGIN}: choose another seed (--search)' if bad_margin else ''}"
+              f"   HF decode vs teacher-forced max|diff| {r['decode_vs_tf']:.4g}")
+        if "verify_ok" in r:
+            print(f"   reload check: {'OK' if r['verify_ok'] else 'FAILED'}  "
+                  + "  ".join(f"{k}: logits max|diff| {d}, greedy equal {e}"
+                              for k, (d, e) in r["verify"].items())
+                  + f"  ({len(r['tensors'])} tensors)")
+            failed |= not r["verify_ok"]
+        for fn, sz in r["files"].items():
+            print(f"   {sz:>9d}  {fn}")
+        failed |= bad_std
+        if bad_margin:
+            print(f"   warning: min top-1 margin below {MIN_MARGIN}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+#include "tasks/graph.h"
+
+#include <string>
+#include <vector>
+
+#include "tasks/error.h"
+#include "tasks/operands.h"
+
+namespace spindle {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw Error("graph: " + what); }
+
+std::string task_label(const Graph& g, size_t i) {
+  const char* name = sp_opcode_name(g.tasks[i].op);
+  return "task " + std::to_string(i) + " (" + (name ? name : "?") + ")";
+}
+
+std::string view_label(const Graph& g, uint32_t v) {
+  return "view " + std::to_string(v) + " '" + g.view_names[v] + "'";
+}
+
+std::string counter_label(const Graph& g, uint32_t c) {
+  return "counter " + std::to_string(c) + " '" + g.counter_names[c] + "'";
+}
+
+void check_views(const Graph& g) {
+  if (g.view_names.size() != g.views.size())
+    fail(std::to_string(g.views.size()) + " views but " + std::to_string(g.view_names.size()) +
+         " view names");
+  if (g.arenas.size() > SP_MAX_ARENAS)
+    fail(std::to_string(g.arenas.size()) + " arenas, more than " +
+         std::to_string(SP_MAX_ARENAS));
+  for (uint32_t v = 0; v < g.views.size(); ++v) {
+    const SpView& view = g.views[v];
+    if (view.arena >= g.arenas.size())
+      fail(view_label(g, v) + " is in arena " + std::to_string(view.arena) +
+           ", but the graph has " + std::to_string(g.arenas.size()) + " arenas");
+    if (view.dtype > SP_U32)
+      fail(view_label(g, v) + " has unknown dtype " + std::to_string(view.dtype));
+    // 128-bit: (rows-1)*row_stride*4 can exceed 64 bits for garbage views.
+    unsigned __int128 elements = 0;
+    if (view.rows != 0 && view.cols != 0)
+      elements = (unsigned __int128)(view.rows - 1) * view.row_stride + view.cols;
+    const unsigned __int128 end = sp_view_offset(view) + elements * sp_dtype_bytes(view.dtype);
+    const ArenaInfo& arena = g.arenas[view.arena];
+    if (end > arena.bytes)
+      fail(view_label(g, v) + " ends at byte " + std::to_string(uint64_t(end)) +
+           " (offset " + std::to_string(sp_view_offset(view)) + ", " + std::to_string(view.rows) +
+           "x" + std::to_string(view.cols) + ", row stride " + std::to_string(view.row_stride) +
+           "), past the " + std::to_string(arena.bytes) + " bytes of arena " +
+           std::to_string(view.arena) + " '" + arena.name + "'");
+  }
+}
+
+void check_io(const Graph& g) {
+  const std::pair<const char*, uint32_t> io[] = {{"logits", g.io.logits},
+                                                 {"forced_tokens", g.io.forced_tokens},
+                                                 {"out_tokens", g.io.out_tokens}};
+  for (const auto& [name, v] : io)
+    if (v != SP_NO_VIEW && v >= g.views.size())
+      fail(std::string("io.") + name + " is view " + std::to_string(v) + ", but the graph has " +
+           std::to_string(g.views.size()) + " views");
+}
+
+void check_task(const Graph& g, size_t i) {
+  const SpTask& t = g.tasks[i];
+  if (!sp_opcode_name(t.op))
+    fail("task " + std::to_string(i) + " has unknown opcode " + std::to_string(t.op));
+  const OpcodeOperands ops = opcode_operands(t.op);
+  for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
+    const OperandInfo& info = ops.operand[k];
+    const uint32_t v = t.operand[k];
+    const bool is_view = info.kind == OperandKind::View || info.kind == OperandKind::OptionalView;
+    if (!is_view || (v == SP_NO_VIEW && info.kind == OperandKind::OptionalView)) continue;
+    const std::string operand = "operand " + std::to_string(k) + " '" + info.name + "'";
+    if (v == SP_NO_VIEW) fail(task_label(g, i) + ": " + operand + " needs a view");
+    if (v >= g.views.size())
+      fail(task_label(g, i) + ": " + operand + " is view " + std::to_string(v) +
+           ", but the graph has " + std::to_string(g.views.size()) + " views");
+  }
+  if (t.tile_begin > t.tile_end)
+    fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
+         std::to_string(t.tile_end) + ") is reversed");
+  if (t.signal_counter == SP_NO_COUNTER) fail(task_label(g, i) + " signals no counter");
+  if (t.signal_counter >= g.num_counters())
+    fail(task_label(g, i) + " signals counter " + std::to_string(t.signal_counter) +
+         ", but the graph has " + std::to_string(g.num_counters()) + " counters");
+  if (t.wait_counter == SP_NO_COUNTER) return;
+  if (t.wait_counter >= g.num_counters())
+    fail(task_label(g, i) + " waits on counter " + std::to_string(t.wait_counter) +
+         ", but the graph has " + std::to_string(g.num_counters()) + " counters");
+  if (t.wait_mode != SP_WAIT_SAME_STEP && t.wait_mode != SP_WAIT_PREV_STEP)
+    fail(task_label(g, i) + " has unknown wait mode " + std::to_string(t.wait_mode));
+}
+
+// Each wait must expect exactly the signals its counter receives per step, and a same-step
+// wait must follow every signaller, or a worker taking tasks in order could wait forever.
+void check_counters(const Graph& g) {
+  std::vector<uint32_t> signallers(g.num_counters(), 0);
+  std::vector<size_t> last_signaller(g.num_counters(), 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    ++signallers[g.tasks[i].signal_counter];
+    last_signaller[g.tasks[i].signal_counter] = i;
+  }
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    if (t.wait_counter == SP_NO_COUNTER) continue;
+    const uint32_t c = t.wait_counter;
+    if (t.wait_count == 0 || t.wait_count != signallers[c])
+      fail(task_label(g, i) + " waits for " + std::to_string(t.wait_count) + " signals of " +
+           counter_label(g, c) + ", but " + std::to_string(signallers[c]) +
+           " tasks signal it");
+    if (t.wait_mode == SP_WAIT_SAME_STEP && last_signaller[c] >= i)
+      fail(task_label(g, i) + " waits in the same step on " + counter_label(g, c) +
+           ", which " + task_label(g, last_signaller[c]) + " signals at or after it");
+  }
+}
+
+}  // namespace
+
+void validate(const Graph& g) {
+  check_views(g);
+  check_io(g);
+  for (size_t i = 0; i < g.tasks.size(); ++i) check_task(g, i);
+  check_counters(g);
+}
+
+}  // namespace spindle

@@ -1,0 +1,55 @@
+// The role of each operand word of each opcode (host-side reading of tasks/opcodes.h), used
+// by validate() and the JSON dump. Keep in step with the operand lists in opcodes.h.
+#pragma once
+#include <cstdint>
+
+#include "tasks/task.h"
+
+namespace spindle {
+
+enum class OperandKind : uint8_t {
+  Unused,
+  View,          // a view id
+  OptionalView,  // a view id or SP_NO_VIEW
+  Immediate,
+};
+
+struct OperandInfo {
+  OperandKind kind = OperandKind::Unused;
+  const char* name = nullptr;  // as in opcodes.h
+};
+
+struct OpcodeOperands {
+  OperandInfo operand[SP_TASK_OPERANDS];
+};
+
+// Unused slots for an unknown opcode.
+inline OpcodeOperands opcode_operands(uint32_t op) {
+  using K = OperandKind;
+  switch (op) {
+    case SP_OP_EMBED:
+      return {{{K::View, "table"}, {K::View, "out"}}};
+    case SP_OP_GEMV:
+      return {{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out"},
+               {K::OptionalView, "residual"}, {K::Immediate, "flags"},
+               {K::OptionalView, "argmax"}}};
+    case SP_OP_GATE_UP:
+      return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"},
+               {K::View, "out"}}};
+    case SP_OP_QK_NORM_ROPE:
+      return {{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "q_out"},
+               {K::View, "k_cache"}, {K::View, "v_cache"}, {K::View, "rope"}}};
+    case SP_OP_ATTN_CHUNK:
+      return {{{K::View, "q"}, {K::View, "k_cache"}, {K::View, "v_cache"},
+               {K::View, "partials"}}};
+    case SP_OP_ATTN_MERGE:
+      return {{{K::View, "partials"}, {K::View, "out"}}};
+    case SP_OP_SAMPLE:
+      return {{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
+               {K::View, "forced"}, {K::View, "out_tokens"}}};
+    default:
+      return {};
+  }
+}
+
+}  // namespace spindle

@@ -1,0 +1,89 @@
+// spindle run and gate md5 on the tiny synthetic model.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "host/gates.h"
+
+using nlohmann::json;
+using spindle::test::CliResult;
+using spindle::test::run_cli;
+
+namespace {
+
+std::string md5_of(const std::string& args) {
+  const CliResult r = run_cli("gate md5 --model synthetic:tiny --max-new-tokens 8 --json " + args);
+  REQUIRE(r.status == 0);
+  return json::parse(r.out).at("md5").get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("run --json gives the tokens and timings") {
+  const CliResult r = run_cli("run --model synthetic:tiny --max-new-tokens 4 --json");
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("tokens").size() == 4);
+  for (const json& t : j.at("tokens")) CHECK(t.get<uint32_t>() < 512);
+  CHECK(j.at("model") == "synthetic:tiny");
+  CHECK(j.at("executor") == "threaded");
+  CHECK(j.at("schedule") == "ticket");
+  CHECK(j.at("prompt_ids") == json::array({1, 2, 3, 4}));
+  for (const char* k : {"tokens_per_s", "prefill_seconds", "decode_seconds", "workers"})
+    CHECK(j.contains(k));
+}
+
+TEST_CASE("run prints tokens and speed, progress on stderr") {
+  const CliResult r = run_cli("run --model synthetic:tiny --max-new-tokens 3 --prompt-ids 5,6");
+  REQUIRE(r.status == 0);
+  CHECK(r.out_has("tokens:"));
+  CHECK(r.out_has("tokens/s"));
+  CHECK(r.err_has("loading synthetic:tiny"));
+}
+
+TEST_CASE("--workers 0 means the machine's threads") {
+  CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --workers 0").status == 0);
+}
+
+TEST_CASE("sampling options run") {
+  const CliResult r = run_cli(
+      "run --model synthetic:tiny --max-new-tokens 4 --temperature 0.8 --top-k 20 --top-p 0.9 "
+      "--seed 7 --json");
+  REQUIRE(r.status == 0);
+  CHECK(json::parse(r.out).at("tokens").size() == 4);
+}
+
+TEST_CASE("the md5 gate is deterministic across runs, executors, workers and schedules") {
+  const std::string md5 = md5_of("");
+  CHECK(md5.size() == 32);
+  CHECK(md5_of("") == md5);
+  CHECK(md5_of("--executor sequential") == md5);
+  CHECK(md5_of("--executor threaded --workers 3 --schedule static") == md5);
+}
+
+TEST_CASE("the md5 gate checks --expect") {
+  const std::string md5 = md5_of("");
+  const CliResult ok =
+      run_cli("gate md5 --model synthetic:tiny --max-new-tokens 8 --json --expect " + md5);
+  CHECK(ok.status == 0);
+  CHECK(json::parse(ok.out).at("match") == true);
+
+  const std::string wrong(32, '0');
+  const CliResult bad =
+      run_cli("gate md5 --model synthetic:tiny --max-new-tokens 8 --expect " + wrong);
+  CHECK(bad.status == 1);
+  CHECK(bad.err_has("expected " + wrong));
+  CHECK(bad.err_has("got " + md5));
+}
+
+TEST_CASE("the md5 is that of the tokens it reports") {
+  const CliResult r = run_cli("gate md5 --model synthetic:tiny --max-new-tokens 5 --json");
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  const auto tokens = j.at("tokens").get<std::vector<uint32_t>>();
+  CHECK(tokens.size() == 5);
+  CHECK(j.at("md5") == spindle::token_md5(tokens));
+  CHECK(!j.contains("match"));
+}

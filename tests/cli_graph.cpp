@@ -1,0 +1,100 @@
+// spindle graph, info and synth on the tiny synthetic models.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "tasks/graph_file.h"
+
+using nlohmann::json;
+using spindle::test::CliResult;
+using spindle::test::run_cli;
+using spindle::test::ScratchDir;
+
+TEST_CASE("graph save, then graph dump --graph, gives the dump of the model") {
+  ScratchDir dir;
+  const std::string file = (dir.path / "tiny.sptg").string();
+  REQUIRE(run_cli("graph save --model synthetic:tiny --context 32 --out " + file).status == 0);
+  const spindle::Graph g = spindle::load_graph(file);
+  CHECK(g.params.context == 32);
+
+  const CliResult saved = run_cli("graph dump --graph " + file);
+  const CliResult built = run_cli("graph dump --model synthetic:tiny --context 32");
+  REQUIRE(saved.status == 0);
+  REQUIRE(built.status == 0);
+  CHECK(saved.out == built.out);
+  const json j = json::parse(saved.out);
+  CHECK(j.at("model") == "synthetic:tiny");
+  CHECK(j.at("tasks").size() == g.tasks.size());
+  CHECK(j.at("tasks")[0].at("op") == "embed");
+  CHECK(j.at("tasks").back().at("op") == "sample");
+}
+
+TEST_CASE("graph dump --out writes the JSON to a file") {
+  ScratchDir dir;
+  const auto file = dir.path / "g.json";
+  REQUIRE(run_cli("graph dump --model synthetic:tiny --context 16 --out " + file.string())
+              .status == 0);
+  CHECK(json::parse(spindle::test::slurp(file)).at("params").at("context") == 16);
+}
+
+TEST_CASE("graph dump takes a model or a saved graph, not both") {
+  CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
+}
+
+namespace {
+
+// Parameters of one decoder layer: q, k, v, o, gate, up, down, and the four norms.
+uint64_t layer_parameters(const json& info) {
+  const uint64_t H = info["hidden"], Hq = info["heads"], Hkv = info["kv_heads"],
+                 D = info["head_dim"], I = info["intermediate"];
+  return Hq * D * H + 2 * Hkv * D * H + H * Hq * D + 3 * I * H + 2 * H + 2 * D;
+}
+
+// Weight bytes one step reads, from the config alone: every projection and norm, the final
+// norm, the LM head, and one embedding row (bf16).
+uint64_t expected_bytes_per_token(const json& info) {
+  const uint64_t H = info["hidden"], L = info["layers"], V = info["vocab"];
+  return 2 * (L * layer_parameters(info) + H + V * H + H);
+}
+
+}  // namespace
+
+TEST_CASE("info reports the model and what a step reads") {
+  for (const char* model : {"synthetic:tiny", "synthetic:tiny-tied"}) {
+    CAPTURE(model);
+    const CliResult r = run_cli(std::string("info --json --model ") + model);
+    REQUIRE(r.status == 0);
+    const json j = json::parse(r.out);
+    CHECK(j.at("family") == "qwen3");
+    CHECK(j.at("bytes_read_per_token") == expected_bytes_per_token(j));
+    const uint64_t L = j["layers"], Hkv = j["kv_heads"], D = j["head_dim"];
+    CHECK(j.at("kv_bytes_per_position") == L * 2 * Hkv * D * 2);
+    CHECK(j.at("weight_bytes") >= j.at("parameters").get<uint64_t>() * 2);
+    CHECK(j.at("tasks") > 0);
+    CHECK(j.at("counters") > 0);
+  }
+  const CliResult text = run_cli("info --model synthetic:tiny");
+  REQUIRE(text.status == 0);
+  CHECK(text.out_has("bytes read per token"));
+}
+
+TEST_CASE("a tied model counts the shared embedding once") {
+  const json tied = json::parse(run_cli("info --json --model synthetic:tiny-tied").out);
+  const uint64_t V = tied["vocab"], H = tied["hidden"], L = tied["layers"];
+  CHECK(tied.at("parameters") == L * layer_parameters(tied) + H + V * H);
+}
+
+TEST_CASE("synth writes a checkpoint that decodes like the preset") {
+  ScratchDir dir;
+  const std::string ckpt = (dir.path / "tiny").string();
+  const CliResult w = run_cli("synth tiny --out " + ckpt);
+  CAPTURE(w.err);
+  REQUIRE(w.status == 0);
+  const auto md5 = [](const std::string& model) {
+    const CliResult r = run_cli("gate md5 --json --max-new-tokens 6 --model " + model);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out).at("md5").get<std::string>();
+  };
+  CHECK(md5(ckpt) == md5("synthetic:tiny"));
+}

@@ -1,0 +1,52 @@
+// Runs the built `spindle` binary (SPINDLE_CLI_PATH) and captures what it printed.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace spindle::test {
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+  bool err_has(const std::string& s) const { return err.find(s) != std::string::npos; }
+  bool out_has(const std::string& s) const { return out.find(s) != std::string::npos; }
+};
+
+// A fresh directory, removed with everything in it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("spindle-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// `args` is appended to the binary's path as shell words.
+inline CliResult run_cli(const std::string& args) {
+  ScratchDir dir;
+  const auto out = dir.path / "out", err = dir.path / "err";
+  const std::string cmd = std::string(SPINDLE_CLI_PATH) + " " + args + " >" + out.string() +
+                          " 2>" + err.string();
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace spindle::test

@@ -1,0 +1,53 @@
+// The queue protocol's failure modes: a broken dependency ends with a clear error naming the
+// task and counter, never a hang; bad input is refused before anything runs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "host/decode.h"
+#include "tasks/error.h"
+#include "tests/executors_fixture.h"
+
+using namespace spindle;
+
+TEST_CASE("a graph that cannot finish ends with a watchdog error, not a hang") {
+  const TinyModel& m = tiny_model();
+  Graph broken = m.graph;
+  // The last task now waits for one signal more than its stage will ever give.
+  broken.tasks.back().wait_count += 1;
+  for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static}) {
+    ExecutorOptions o{ExecutorKind::Threaded, 2, sched};
+    o.watchdog_ms = 200;
+    auto ex = make_executor(broken, m.weights, o);
+    const std::string expected = "watchdog: task " + std::to_string(broken.tasks.size() - 1) + " (sample)";
+    CHECK_THROWS_WITH_AS(decode(*ex, broken, {1, 2}, 1, {}), doctest::Contains(expected.c_str()), Error);
+    CHECK_THROWS_WITH_AS(ex->run_steps(1), doctest::Contains("earlier error"), Error);
+  }
+}
+
+TEST_CASE("decode refuses ids past the vocabulary and runs past the context") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
+  CHECK_THROWS_WITH_AS(decode(*ex, m.graph, {1, 512}, 1, {}), doctest::Contains("id 512 at index 1 is out of range"),
+                       Error);
+  CHECK_THROWS_WITH_AS(decode(*ex, m.graph, {}, 1, {}), doctest::Contains("empty"), Error);
+  CHECK_THROWS_WITH_AS(decode(*ex, m.graph, {1, 2, 3}, 62, {}), doctest::Contains("past the context limit of 64"),
+                       Error);
+  CHECK_NOTHROW(decode(*ex, m.graph, {1, 2, 3}, 61, {}));
+}
+
+TEST_CASE("tracing records every task of every step once") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Threaded, 3, ScheduleKind::Ticket});
+  ex->set_tracing(true);
+  decode(*ex, m.graph, {1, 2}, 2, {});
+  const auto& tr = ex->trace();
+  REQUIRE(tr.size() == 3 * m.graph.tasks.size());
+  std::vector<int> seen(tr.size(), 0);
+  for (const TaskTrace& t : tr) {
+    ++seen[t.step * m.graph.tasks.size() + t.task];
+    CHECK(t.end_ns >= t.start_ns);
+    CHECK(t.worker < 3);
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+}

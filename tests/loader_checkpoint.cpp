@@ -1,0 +1,223 @@
+// Checkpoint directories: single file and sharded, name canonicalisation, tied heads, the
+// tensor checks, and conversion of F16/F32 (and misaligned bf16) tensors to bf16.
+#include <nlohmann/json.hpp>
+
+#include "host/synthetic.h"
+#include "loader_fixture.h"
+#include "ops/bf16.h"
+
+using namespace spindle;
+using json = nlohmann::json;
+
+namespace {
+
+const ModelWeights& tiny() {
+  static const ModelWeights w = make_synthetic("tiny");
+  return w;
+}
+
+// A checkpoint directory holding the config of `w` and `entries` in one model.safetensors.
+void write_checkpoint(const TempDir& dir, const ModelWeights& w,
+                      const std::vector<SafetensorsEntry>& entries) {
+  write_config(dir.path(), w.config);
+  write_safetensors(dir / "model.safetensors", entries);
+}
+
+std::vector<SafetensorsEntry> without(std::vector<SafetensorsEntry> entries,
+                                      const std::string& name) {
+  std::erase_if(entries, [&](const SafetensorsEntry& e) { return e.name == name; });
+  return entries;
+}
+
+SafetensorsEntry& find(std::vector<SafetensorsEntry>& entries, const std::string& name) {
+  for (SafetensorsEntry& e : entries)
+    if (e.name == name) return e;
+  FAIL("no entry " << name);
+  return entries.front();
+}
+
+}  // namespace
+
+TEST_CASE("a single-file checkpoint loads with bf16 tensors in place") {
+  TempDir dir;
+  write_checkpoint(dir, tiny(), entries_of(tiny()));
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(w.source == dir.path().string());
+  CHECK(w.config.hidden == 64);
+  CHECK(same_tensors(w, tiny()));
+  REQUIRE(w.arenas.size() == 1);
+  CHECK(w.arenas[0].name == "model.safetensors");
+  CHECK(w.arenas[0].owner != nullptr);
+  CHECK(w.total_bytes() == tiny().total_bytes());
+  CHECK(same_tensors(load_model(dir.path().string()), tiny()));
+}
+
+TEST_CASE("a sharded checkpoint loads through its index") {
+  TempDir dir;
+  write_config(dir.path(), tiny().config);
+  std::vector<SafetensorsEntry> all = entries_of(tiny()), first, second;
+  json index = {{"metadata", {{"total_size", tiny().total_bytes()}}}, {"weight_map", json::object()}};
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool in_first = i < all.size() / 2;
+    (in_first ? first : second).push_back(all[i]);
+    index["weight_map"][all[i].name] =
+        in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_safetensors(dir / "model-00001-of-00002.safetensors", first);
+  write_safetensors(dir / "model-00002-of-00002.safetensors", second);
+  write_file(dir / "model.safetensors.index.json", index.dump());
+
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(same_tensors(w, tiny()));
+  CHECK(w.arenas.size() == 2);
+
+  SUBCASE("the index must place each tensor in the shard that holds it") {
+    json wrong = index;
+    wrong["weight_map"][first.front().name] = "model-00002-of-00002.safetensors";
+    write_file(dir / "model.safetensors.index.json", wrong.dump());
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                "puts tensor '" + first.front().name + "' in model-00002-of-00002.safetensors");
+  }
+  SUBCASE("a listed shard that does not exist") {
+    std::filesystem::remove(dir / "model-00002-of-00002.safetensors");
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                "model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is listed");
+  }
+  SUBCASE("an index without a weight_map") {
+    write_file(dir / "model.safetensors.index.json", R"({"metadata": {}})");
+    CHECK_ERROR(load_checkpoint(dir.path()), "expected a 'weight_map' object");
+  }
+  SUBCASE("a tensor stored in two shards") {
+    second.push_back(first.front());
+    write_safetensors(dir / "model-00002-of-00002.safetensors", second);
+    CHECK_ERROR(load_checkpoint(dir.path()), "is stored in both");
+  }
+}
+
+TEST_CASE("the VL prefix model.language_model. folds to model.; mtp and visual are dropped") {
+  TempDir dir;
+  std::vector<SafetensorsEntry> entries = entries_of(tiny());
+  for (SafetensorsEntry& e : entries)
+    if (e.name.starts_with("model.")) e.name = "model.language_model." + e.name.substr(6);
+  const uint16_t extra[4] = {1, 2, 3, 4};
+  entries.push_back({"mtp.fc.weight", DType::BF16, {2, 2}, extra, 8});
+  entries.push_back({"model.visual.blocks.0.attn.qkv.weight", DType::BF16, {4}, extra, 8});
+  write_checkpoint(dir, tiny(), entries);
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(same_tensors(w, tiny()));
+
+  SUBCASE("the same tensor under both prefixes is an error") {
+    std::vector<SafetensorsEntry> plain = entries_of(tiny());
+    entries.push_back(find(plain, "model.norm.weight"));
+    write_checkpoint(dir, tiny(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()), "is stored under two names");
+  }
+}
+
+TEST_CASE("tied embeddings: lm_head is the embedding") {
+  TempDir dir;
+  ModelWeights tied = make_synthetic("tiny-tied");
+  std::vector<SafetensorsEntry> entries = entries_of(tied);
+  for (const SafetensorsEntry& e : entries) CHECK(e.name != "lm_head.weight");
+  write_checkpoint(dir, tied, entries);
+  ModelWeights w = load_checkpoint(dir.path());
+  const TensorRef& head = w.tensors.at("lm_head.weight");
+  const TensorRef& embed = w.tensors.at("model.embed_tokens.weight");
+  CHECK(head.arena == embed.arena);
+  CHECK(head.offset == embed.offset);
+  CHECK(same_tensors(w, tied));
+}
+
+TEST_CASE("an untied checkpoint without lm_head is an error") {
+  TempDir dir;
+  write_checkpoint(dir, tiny(), without(entries_of(tiny()), "lm_head.weight"));
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              "tensor 'lm_head.weight' missing, and config.json has tie_word_embeddings=false");
+}
+
+TEST_CASE("a missing tensor is named") {
+  TempDir dir;
+  write_checkpoint(dir, tiny(), without(entries_of(tiny()), "model.layers.1.mlp.up_proj.weight"));
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              dir.path().string() + ": tensor 'model.layers.1.mlp.up_proj.weight' missing");
+}
+
+TEST_CASE("a tensor of the wrong shape is named with both shapes") {
+  TempDir dir;
+  std::vector<SafetensorsEntry> entries = entries_of(tiny());
+  find(entries, "model.norm.weight").shape = {2, 32};
+  write_checkpoint(dir, tiny(), entries);
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              "tensor 'model.norm.weight' has shape [2,32], expected [64]");
+}
+
+TEST_CASE("F32 and F16 tensors are rounded to bf16, nearest even") {
+  TempDir dir;
+  std::vector<float> norm(64);
+  for (size_t i = 0; i < norm.size(); ++i) norm[i] = float(i) * 0.37f - 5.0f;
+  norm[0] = 1.0f + 0x1p-8f;          // halfway: rounds down to the even 1.0
+  norm[1] = 1.0f + 3 * 0x1p-8f;      // halfway: rounds up to the even 1 + 2^-6
+  norm[2] = 1.0f + 0x1p-8f + 0x1p-20f;  // past halfway: rounds up
+  const std::vector<uint16_t> k_norm_f16 = {0x3c00, 0x0001, 0xc000, 0x7c00, 0x3c01, 0x3e00,
+                                            0x8000, 0x7bff, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<SafetensorsEntry> entries = entries_of(tiny());
+  find(entries, "model.norm.weight") = {"model.norm.weight", DType::F32, {64}, norm.data(), 256};
+  find(entries, "model.layers.0.self_attn.k_norm.weight") = {
+      "model.layers.0.self_attn.k_norm.weight", DType::F16, {16}, k_norm_f16.data(), 32};
+  write_checkpoint(dir, tiny(), entries);
+  ModelWeights w = load_checkpoint(dir.path());
+
+  REQUIRE(w.arenas.size() == 2);
+  CHECK(w.arenas[1].name == "converted to bf16");
+  auto value = [&](const std::string& name, size_t i) {
+    const TensorRef& ref = w.tensors.at(name);
+    CHECK(ref.arena == 1);
+    uint16_t v;
+    std::memcpy(&v, w.arenas[ref.arena].data + ref.offset + 2 * i, 2);
+    return v;
+  };
+  CHECK(value("model.norm.weight", 0) == 0x3f80);
+  CHECK(value("model.norm.weight", 1) == 0x3f82);
+  CHECK(value("model.norm.weight", 2) == 0x3f81);
+  for (size_t i = 3; i < norm.size(); ++i)
+    CHECK(value("model.norm.weight", i) == f32_to_bf16(norm[i]));
+  const std::string k = "model.layers.0.self_attn.k_norm.weight";
+  CHECK(value(k, 0) == 0x3f80);  // 1
+  CHECK(value(k, 1) == 0x3380);  // 2^-24, a half subnormal
+  CHECK(value(k, 2) == 0xc000);  // -2
+  CHECK(value(k, 3) == 0x7f80);  // inf
+  CHECK(value(k, 4) == 0x3f80);  // 1 + 2^-10 rounds to 1
+  CHECK(value(k, 5) == 0x3fc0);  // 1.5
+  CHECK(value(k, 6) == 0x8000);  // -0
+  CHECK(value(k, 7) == 0x4780);  // 65504 rounds to 65536
+  CHECK(tensor_bytes(w, "model.embed_tokens.weight") == tensor_bytes(tiny(), "model.embed_tokens.weight"));
+}
+
+TEST_CASE("bf16 tensors that are not 2-byte aligned in the file are copied") {
+  TempDir dir;
+  json header = json::object();
+  std::string data;
+  for (const SafetensorsEntry& e : entries_of(tiny())) {
+    header[e.name] = {{"dtype", "BF16"}, {"shape", e.shape}, {"data_offsets", {data.size(), data.size() + e.bytes}}};
+    data.append(static_cast<const char*>(e.data), e.bytes);
+  }
+  std::string text = header.dump();
+  if (text.size() % 2 == 0) text += ' ';  // an odd header puts the data section at an odd address
+  write_config(dir.path(), tiny().config);
+  write_file(dir / "model.safetensors", safetensors_bytes(text, data));
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(same_tensors(w, tiny()));
+  for (const auto& [name, ref] : w.tensors) CHECK(ref.arena == 1);
+}
+
+TEST_CASE("directories that are not checkpoints") {
+  TempDir dir;
+  CHECK_ERROR(load_model((dir / "nothing").string()),
+              "model '" + (dir / "nothing").string() + "': no such directory");
+  write_file(dir / "file", "x");
+  CHECK_ERROR(load_checkpoint(dir / "file"), "not a checkpoint directory");
+  CHECK_ERROR(load_checkpoint(dir.path()), "config.json: cannot open the model config");
+  write_config(dir.path(), tiny().config);
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              "no model.safetensors or model.safetensors.index.json in the directory");
+}

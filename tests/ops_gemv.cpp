@@ -1,0 +1,140 @@
+// GEMV and GATE_UP row tiles (ops/gemv.h) against Eigen references in double.
+#include <doctest/doctest.h>
+
+#include "ops/gemv.h"
+#include "tests/ops_reference.h"
+
+using namespace spindle;
+using namespace spindle::test;
+
+namespace {
+
+// A random projection: W [rows, K] with padded rows, its input, an optional norm, a tile.
+struct Projection {
+  uint32_t rows, K, stride, r0, r1;
+  std::vector<bf16> W, x, norm_w;
+  uint32_t kind = SP_NORM_STANDARD;
+  float eps = 1e-6f;
+
+  explicit Projection(std::mt19937& rng, bool with_norm) {
+    rows = random_in(rng, 1, 300);
+    K = random_in(rng, 1, 1500);
+    stride = K + random_in(rng, 0, 40);
+    r0 = random_in(rng, 0, rows - 1);
+    r1 = random_in(rng, r0 + 1, rows);
+    W = random_bf16(rng, size_t(rows) * stride, 1.0 / std::sqrt(double(K)));
+    x = random_bf16(rng, K, std::ldexp(1.0, int(random_in(rng, 0, 8)) - 4));
+    if (with_norm) {
+      kind = random_in(rng, 0, 1);
+      norm_w = random_bf16(rng, K, 0.2, kind == SP_NORM_STANDARD ? 1.0 : 0.0);
+    }
+  }
+  NormSpec norm() const { return {norm_w.empty() ? nullptr : norm_w.data(), kind, eps}; }
+
+  // The vector W multiplies, in double: RMSNorm(x) or x.
+  Eigen::ArrayXd input() const {
+    const Eigen::ArrayXd xd = to_vector(x.data(), K).array();
+    return norm_w.empty() ? xd : reference_rms_norm(xd, to_vector(norm_w.data(), K).array(), kind, eps);
+  }
+  // r(W[r0:r1] · n) in double.
+  Eigen::ArrayXd projected(const std::vector<bf16>& w) const {
+    const Eigen::MatrixXd Wd = to_matrix(w.data() + size_t(r0) * stride, r1 - r0, K, stride);
+    return ref_bf16((Wd * input().matrix()).array());
+  }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("gemv_rows: bf16 out with and without norm and residual", Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 80; ++seed) {
+    std::mt19937 rng(1000 + seed);
+    const Projection p(rng, seed % 2 == 0);
+    const bool with_residual = seed % 4 >= 2;
+    CAPTURE(seed);
+    const std::vector<bf16> res = random_bf16(rng, p.rows, 2.0);
+    Eigen::ArrayXd ref = p.projected(p.W);
+    if (with_residual) ref = ref_bf16(to_vector(res.data() + p.r0, p.r1 - p.r0).array() + ref);
+
+    // The residual aliases the output, as the o_proj and down projections use it.
+    std::vector<bf16> out = res;
+    gemv_rows<Acc>(p.W.data(), p.stride, p.x.data(), p.K, p.norm(), p.r0, p.r1, out.data(),
+                   with_residual ? out.data() : nullptr, nullptr);
+    agree.add({out.begin() + p.r0, out.begin() + p.r1}, to_std(ref));
+    for (uint32_t r = 0; r < p.rows; ++r)
+      if (r < p.r0 || r >= p.r1) REQUIRE(out[r] == res[r]);  // rows outside the tile untouched
+  }
+  check_tile<Acc>(agree);
+}
+
+TEST_CASE_TEMPLATE("gemv_rows: f32 logits hold bf16 values and the argmax partial", Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(2000 + seed);
+    const Projection p(rng, true);
+    CAPTURE(seed);
+    std::vector<float> logits(p.rows, -7.0f);
+    ArgmaxPartial best{};
+    gemv_rows<Acc>(p.W.data(), p.stride, p.x.data(), p.K, p.norm(), p.r0, p.r1, logits.data(), nullptr, &best);
+    std::vector<bf16> tile;
+    for (uint32_t r = p.r0; r < p.r1; ++r) {
+      REQUIRE(logits[r] == round_bf16(logits[r]));
+      tile.push_back(f32_to_bf16(logits[r]));
+    }
+    agree.add(tile, to_std(p.projected(p.W)));
+    const auto top = std::max_element(logits.begin() + p.r0, logits.begin() + p.r1);
+    CHECK(best.index == uint32_t(top - logits.begin()));
+    CHECK(best.value == *top);
+  }
+  check_tile<Acc>(agree);
+}
+
+TEST_CASE("gemv_rows: argmax ties go to the first row and NaN rows never win") {
+  const uint32_t K = 300, rows = 6;
+  std::mt19937 rng(5);
+  const std::vector<bf16> row = random_bf16(rng, K), x = random_bf16(rng, K);
+  std::vector<bf16> W;
+  for (uint32_t r = 0; r < rows; ++r) W.insert(W.end(), row.begin(), row.end());
+  W[0] = 0x7fc0;  // row 0 gives NaN
+  for (uint32_t k = 0; k < K; ++k) W[size_t(4) * K + k] = row[k] ^ 0x8000;  // row 4 the negation
+  std::vector<float> out(rows);
+  ArgmaxPartial best{};
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 0, rows, out.data(), nullptr, &best);
+  CHECK(std::isnan(out[0]));
+  const uint32_t want = out[1] >= out[4] ? 1 : 4;  // rows 1, 2, 3, 5 tie
+  CHECK(best.index == want);
+  CHECK(best.value == out[want]);
+
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 0, 1, out.data(), nullptr, &best);
+  CHECK(best.index == 0);  // only NaN: the tile's first row, value NaN (any number beats it)
+  CHECK(std::isnan(best.value));
+}
+
+TEST_CASE("argmax_of_partials: ties keep the earlier slot and NaN never wins") {
+  const float nan = NAN;
+  const ArgmaxPartial p[] = {{nan, 0}, {2.0f, 10}, {3.0f, 20}, {3.0f, 30}, {nan, 40}, {-INFINITY, 50}};
+  CHECK(argmax_of_partials(p, 6) == 20);
+  CHECK(argmax_of_partials(p, 2) == 10);
+  CHECK(argmax_of_partials(p, 1) == 0);
+  const ArgmaxPartial q[] = {{-INFINITY, 5}, {-INFINITY, 9}};
+  CHECK(argmax_of_partials(q, 2) == 5);
+}
+
+TEST_CASE_TEMPLATE("gate_up_rows: SwiGLU of the two projections", Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(3000 + seed);
+    const Projection p(rng, true);
+    const std::vector<bf16> Wu = random_bf16(rng, p.W.size(), 1.0 / std::sqrt(double(p.K)));
+    CAPTURE(seed);
+    const Eigen::ArrayXd g = p.projected(p.W), u = p.projected(Wu);
+    const Eigen::ArrayXd ref = ref_bf16(ref_bf16(g / (1.0 + (-g).exp())) * u);
+
+    std::vector<bf16> act(p.rows, 0x1234);
+    gate_up_rows<Acc>(p.W.data(), Wu.data(), p.stride, p.x.data(), p.K, p.norm(), p.r0, p.r1, act.data());
+    agree.add({act.begin() + p.r0, act.begin() + p.r1}, to_std(ref));
+    for (uint32_t r = 0; r < p.rows; ++r)
+      if (r < p.r0 || r >= p.r1) REQUIRE(act[r] == 0x1234);
+  }
+  check_tile<Acc>(agree);
+}
