@@ -39,6 +39,7 @@ class ThreadedExecutor final : public CpuExecutor {
   ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
+  uint32_t worker_count() const override { return workers_; }
 
  private:
   void worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace);

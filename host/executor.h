@@ -47,6 +47,8 @@ class Executor {
   virtual std::string describe() const = 0;
   // The logits of the last step run.
   virtual std::span<const float> logits() const = 0;
+  // Workers that take tasks (threads, or CUDA blocks).
+  virtual uint32_t worker_count() const { return 1; }
 
   // The STATE arena, as the host sees it between runs (device executors upload it before a
   // run and read it back after).

@@ -10,5 +10,7 @@ void add_gate_commands(CLI::App& app, int& status);
 void add_graph_commands(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_info_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_trace_command(CLI::App& app);
 
 }  // namespace spindle::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   spindle::cli::add_graph_commands(app);
   spindle::cli::add_synth_command(app);
   spindle::cli::add_info_command(app);
+  spindle::cli::add_bench_command(app);
+  spindle::cli::add_trace_command(app);
   try {
     app.parse(argc, argv);  // runs the chosen command's callback
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,207 @@
+// spindle bench: ms/token of each executor mode at given context positions, against the
+// floor (bytes one token must read / measured copy bandwidth), all in one run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "host/cli/commands.h"
+#include "host/cli/graph_stats.h"
+#include "host/cli/options.h"
+#include "host/cli/session.h"
+#include "host/gates.h"
+#include "tasks/error.h"
+#ifdef SPINDLE_HAVE_CUDA
+#include "megakernel/cuda_executor.h"
+#endif
+
+namespace spindle::cli {
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  ExecutorFlags executor;
+  std::string modes;            // CUDA modes to compare; empty = all three
+  std::string positions = "0";  // context positions the timed steps start at
+  uint32_t tokens = 32;
+  uint32_t reps = 5;
+  double copy_gib = 4;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Host memcpy bandwidth (bytes read + written per second, GB/s): the CPU executors' ceiling.
+double host_copy_bandwidth_gbs(size_t bytes) {
+  std::vector<uint8_t> src(bytes, 1), dst(bytes);
+  std::vector<double> s;
+  for (int i = 0; i < 6; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  s.erase(s.begin());  // warm-up: the first pass also faults the pages in
+  return 2.0 * bytes / median(s) / 1e9;
+}
+
+// Points the step state at `position` with token 1 and nothing forced. The KV rows before it
+// hold whatever earlier steps wrote (zeros at first): the memory traffic is that of a real
+// prefix of that length, the attention values are not.
+void restart_at(Executor& ex, uint32_t position) {
+  SpStepState& st = ex.state();
+  st = SpStepState{};
+  st.token = 1;
+  st.position = position;
+  st.forced_count = 1;
+  ex.forced_tokens()[0] = 1;
+}
+
+struct Row {
+  uint32_t position;
+  std::string mode;
+  std::string executor;
+  std::vector<double> ms_per_token;
+  std::string md5;
+};
+
+// Times `reps` runs of `tokens` steps from `position`, after one warm-up run. Device
+// executors report device time; the CPU executors wall time.
+Row time_mode(Executor& ex, const std::string& mode, uint32_t position, uint32_t tokens, uint32_t reps) {
+  Row r{position, mode, ex.describe(), {}, {}};
+  for (uint32_t rep = 0; rep <= reps; ++rep) {
+    restart_at(ex, position);
+    const auto t0 = std::chrono::steady_clock::now();
+    ex.run_steps(tokens);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+#ifdef SPINDLE_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaExecutor*>(&ex)) ms = cuda->last_run_device_ms();
+#endif
+    const auto out = ex.out_tokens().subspan(0, tokens);
+    const std::string md5 = token_md5(out);
+    if (rep == 0) {
+      r.md5 = md5;  // the warm-up's tokens: every timed run must reproduce them
+      continue;
+    }
+    if (md5 != r.md5) throw Error("bench: mode " + mode + " gave different tokens on repetition " + std::to_string(rep));
+    r.ms_per_token.push_back(ms / tokens);
+  }
+  return r;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void bench(const BenchFlags& f) {
+  if (f.tokens == 0 || f.reps == 0) throw Error("bench: --tokens and --reps must be at least 1");
+  std::vector<uint32_t> positions;
+  for (uint32_t p : parse_token_ids(f.positions, "--positions")) positions.push_back(p);
+  const uint32_t max_pos = *std::max_element(positions.begin(), positions.end());
+
+  ExecutorOptions base = executor_options(f.executor);
+  const bool cuda = base.kind == ExecutorKind::Cuda;
+  std::vector<std::string> modes = cuda ? split_list(f.modes.empty() ? "megakernel,per-op,graph" : f.modes)
+                                        : std::vector<std::string>{executor_kind_name(base.kind)};
+  BuildOptions build;
+  build.context = max_pos + f.tokens + 1;
+  const auto session = open_session(f.model, build);
+  const Graph& g = session->graph;
+
+  double ceiling_gbs = 0;
+  const size_t copy_bytes = size_t(f.copy_gib * double(1ull << 30));
+#ifdef SPINDLE_HAVE_CUDA
+  if (cuda) ceiling_gbs = measure_copy_bandwidth_gbs(copy_bytes);
+#endif
+  if (!cuda) ceiling_gbs = host_copy_bandwidth_gbs(std::min<size_t>(copy_bytes, size_t(1) << 30));
+
+  const uint64_t weight_bytes = weight_bytes_per_token(g);
+  const uint64_t kv_bytes = kv_bytes_per_position(g);
+  std::vector<Row> rows;
+  for (const std::string& mode : modes) {
+    ExecutorOptions opt = base;
+    if (cuda) opt.cuda_mode = parse_cuda_mode(mode);
+    auto ex = open_executor(*session, opt);
+    for (uint32_t p : positions) rows.push_back(time_mode(*ex, mode, p, f.tokens, f.reps));
+  }
+
+  nlohmann::json out = {{"model", f.model},
+                        {"ceiling_gbs", ceiling_gbs},
+                        {"ceiling", cuda ? "device-to-device copy" : "host memcpy"},
+                        {"weight_bytes_per_token", weight_bytes},
+                        {"kv_bytes_per_position", kv_bytes},
+                        {"tokens", f.tokens},
+                        {"reps", f.reps},
+                        {"rows", nlohmann::json::array()}};
+  for (const Row& r : rows) {
+    // A step at position q reads the cache rows 0..q: average over the timed steps.
+    const double kv_rows = r.position + (f.tokens + 1) / 2.0;
+    const double bytes = double(weight_bytes) + double(kv_bytes) * kv_rows;
+    const double med = median(r.ms_per_token);
+    const double floor_ms = bytes / (ceiling_gbs * 1e9) * 1e3;
+    bool same_tokens = true;
+    for (const Row& other : rows)
+      if (other.position == r.position && other.md5 != r.md5) same_tokens = false;
+    out["rows"].push_back({{"position", r.position},
+                           {"mode", r.mode},
+                           {"executor", r.executor},
+                           {"ms_per_token", med},
+                           {"ms_per_token_min", *std::min_element(r.ms_per_token.begin(), r.ms_per_token.end())},
+                           {"ms_per_token_max", *std::max_element(r.ms_per_token.begin(), r.ms_per_token.end())},
+                           {"bytes_per_token", bytes},
+                           {"achieved_gbs", bytes / (med * 1e-3) / 1e9},
+                           {"floor_ms", floor_ms},
+                           {"fraction_of_floor", floor_ms / med},
+                           {"tokens_md5", r.md5},
+                           {"tokens_match_other_modes", same_tokens}});
+  }
+  if (f.json) {
+    print_json(out);
+    return;
+  }
+  std::printf("ceiling: %.0f GB/s (%s, median)\n", ceiling_gbs, out["ceiling"].get<std::string>().c_str());
+  std::printf("model: %s, weights read per token %.3f GB, KV %.1f KB per position\n", f.model.c_str(),
+              weight_bytes / 1e9, kv_bytes / 1e3);
+  std::printf("%8s  %-11s %10s %9s %9s %8s %9s %7s  %s\n", "position", "mode", "ms/token", "min", "max", "GB/s",
+              "floor ms", "floor%", "tokens md5 (same across modes)");
+  for (const auto& r : out["rows"])
+    std::printf("%8u  %-11s %10.4f %9.4f %9.4f %8.0f %9.4f %6.1f%%  %s (%s)\n", r["position"].get<uint32_t>(),
+                r["mode"].get<std::string>().c_str(), r["ms_per_token"].get<double>(),
+                r["ms_per_token_min"].get<double>(), r["ms_per_token_max"].get<double>(),
+                r["achieved_gbs"].get<double>(), r["floor_ms"].get<double>(),
+                100 * r["fraction_of_floor"].get<double>(), r["tokens_md5"].get<std::string>().c_str(),
+                r["tokens_match_other_modes"].get<bool>() ? "yes" : "NO");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Median ms/token per executor mode and context position, against the measured bandwidth floor");
+  add_model_option(*cmd, f->model);
+  add_executor_options(*cmd, f->executor);
+  cmd->add_option("--modes", f->modes, "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph)");
+  cmd->add_option("--positions", f->positions, "context positions the timed steps start at, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
+  cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
+      ->capture_default_str();
+  cmd->add_option("--copy-gib", f->copy_gib, "size of the copy that measures the bandwidth ceiling (GiB)")
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "print the results as JSON");
+  cmd->callback([f] { bench(*f); });
+}
+
+}  // namespace spindle::cli

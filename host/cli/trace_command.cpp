@@ -1,0 +1,128 @@
+// spindle trace export: run a few decode steps with per-task tracing, write the trace as
+// Chrome/Perfetto JSON and as CSV (one row per task run, for pandas), and print a per-op
+// summary: time, waiting, and the bubble fraction.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "host/cli/commands.h"
+#include "host/cli/options.h"
+#include "host/cli/session.h"
+#include "host/decode.h"
+#include "tasks/error.h"
+
+namespace spindle::cli {
+namespace {
+
+struct TraceFlags {
+  std::string model;
+  ExecutorFlags executor;
+  std::string prompt_ids = "1,2,3,4";
+  uint32_t tokens = 4;
+  std::string out = "trace.json";
+  std::string csv;
+};
+
+std::string task_label(const Graph& g, uint32_t task) {
+  const SpTask& t = g.tasks[task];
+  return std::string(sp_opcode_name(t.op)) + (t.layer == 0xFFFFFFFFu ? "" : " L" + std::to_string(t.layer));
+}
+
+void write_chrome_trace(const Graph& g, const std::vector<TaskTrace>& tr, const std::string& path) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TaskTrace& t : tr) {
+    const nlohmann::json args = {{"task", t.task},
+                                 {"step", t.step},
+                                 {"wait_us", t.wait_ns / 1e3},
+                                 {"stage", g.counter_names[g.tasks[t.task].signal_counter]}};
+    events.push_back({{"name", task_label(g, t.task)},
+                      {"cat", sp_opcode_name(g.tasks[t.task].op)},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", t.worker},
+                      {"ts", t.start_ns / 1e3},
+                      {"dur", (t.end_ns - t.start_ns) / 1e3},
+                      {"args", args}});
+  }
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write the trace to '" + path + "'");
+  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
+}
+
+void write_csv(const Graph& g, const std::vector<TaskTrace>& tr, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write the CSV to '" + path + "'");
+  f << "step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n";
+  for (const TaskTrace& t : tr) {
+    const SpTask& task = g.tasks[t.task];
+    f << t.step << ',' << t.task << ',' << sp_opcode_name(task.op) << ','
+      << (task.layer == 0xFFFFFFFFu ? -1 : int64_t(task.layer)) << ',' << g.counter_names[task.signal_counter] << ','
+      << t.worker << ',' << t.start_ns << ',' << t.end_ns << ',' << t.wait_ns << '\n';
+  }
+}
+
+// Per op: runs, busy time, waiting. Bubble fraction: the share of workers × span in which no
+// task ran (waiting, fetching, idle).
+void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t workers) {
+  struct OpTotals {
+    uint64_t runs = 0, busy_ns = 0, wait_ns = 0;
+  };
+  std::map<std::string, OpTotals> ops;
+  uint64_t first = UINT64_MAX, last = 0, busy = 0;
+  for (const TaskTrace& t : tr) {
+    OpTotals& o = ops[sp_opcode_name(g.tasks[t.task].op)];
+    ++o.runs;
+    o.busy_ns += t.end_ns - t.start_ns;
+    o.wait_ns += t.wait_ns;
+    first = std::min(first, t.start_ns - t.wait_ns);
+    last = std::max(last, t.end_ns);
+    busy += t.end_ns - t.start_ns;
+    workers = std::max(workers, t.worker + 1);  // CUDA records the SM, which may exceed the blocks
+  }
+  std::printf("%-14s %8s %12s %12s %8s\n", "op", "runs", "busy us", "waiting us", "busy %");
+  for (const auto& [name, o] : ops)
+    std::printf("%-14s %8llu %12.1f %12.1f %7.1f%%\n", name.c_str(), (unsigned long long)o.runs, o.busy_ns / 1e3,
+                o.wait_ns / 1e3, busy ? 100.0 * o.busy_ns / busy : 0.0);
+  const double span = double(last - first);
+  std::printf("span %.1f us over %u workers; bubble fraction %.3f\n", span / 1e3, workers,
+              span > 0 ? 1.0 - double(busy) / (span * workers) : 0.0);
+}
+
+void export_trace(const TraceFlags& f) {
+  const std::vector<uint32_t> prompt = parse_token_ids(f.prompt_ids, "--prompt-ids");
+  BuildOptions build;
+  build.context = uint32_t(prompt.size()) + f.tokens;
+  const auto session = open_session(f.model, build);
+  auto ex = open_executor(*session, executor_options(f.executor));
+  ex->set_tracing(true);
+  decode(*ex, session->graph, prompt, f.tokens, {});
+  const std::vector<TaskTrace>& tr = ex->trace();
+  if (tr.empty()) throw Error("the executor recorded no trace");
+  write_chrome_trace(session->graph, tr, f.out);
+  std::fprintf(stderr, "spindle: wrote %zu task records to %s\n", tr.size(), f.out.c_str());
+  if (!f.csv.empty()) write_csv(session->graph, tr, f.csv);
+  print_summary(session->graph, tr, ex->worker_count());
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app) {
+  CLI::App* trace = app.add_subcommand("trace", "Per-task traces");
+  trace->require_subcommand(1);
+  auto f = std::make_shared<TraceFlags>();
+  CLI::App* cmd = trace->add_subcommand(
+      "export", "Decode with per-task tracing; write Chrome/Perfetto JSON (and CSV) and print a per-op summary");
+  add_model_option(*cmd, f->model);
+  add_executor_options(*cmd, f->executor);
+  cmd->add_option("--prompt-ids,-p", f->prompt_ids, "prompt token ids, comma-separated")->capture_default_str();
+  cmd->add_option("--max-new-tokens,-n", f->tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")->capture_default_str();
+  cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)");
+  cmd->callback([f] { export_trace(*f); });
+}
+
+}  // namespace spindle::cli
