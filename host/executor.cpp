@@ -8,12 +8,20 @@
 
 namespace spindle {
 
+ExecutorKind best_executor_kind() {
+#ifdef SPINDLE_HAVE_CUDA
+  if (cuda_device_available()) return ExecutorKind::Cuda;
+#endif
+  return ExecutorKind::Threaded;
+}
+
 ExecutorKind parse_executor_kind(const std::string& s) {
+  if (s == "auto") return best_executor_kind();
   if (s == "sequential") return ExecutorKind::Sequential;
   if (s == "fp64") return ExecutorKind::SequentialF64;
   if (s == "threaded") return ExecutorKind::Threaded;
   if (s == "cuda") return ExecutorKind::Cuda;
-  throw Error("unknown executor '" + s + "' (valid: sequential, fp64, threaded, cuda)");
+  throw Error("unknown executor '" + s + "' (valid: auto, sequential, fp64, threaded, cuda)");
 }
 
 ScheduleKind parse_schedule_kind(const std::string& s) {

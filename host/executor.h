@@ -25,8 +25,11 @@ struct ExecutorOptions {
   uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
 };
 
+// The best executor this build and machine offer: cuda when a GPU is usable, else threaded.
+ExecutorKind best_executor_kind();
+
 // Parse the CLI spellings; unknown names throw spindle::Error listing the valid ones.
-ExecutorKind parse_executor_kind(const std::string& s);  // sequential, fp64, threaded, cuda
+ExecutorKind parse_executor_kind(const std::string& s);  // auto, sequential, fp64, threaded, cuda
 ScheduleKind parse_schedule_kind(const std::string& s);  // ticket, static
 CudaMode parse_cuda_mode(const std::string& s);          // megakernel, per-op, graph
 const char* executor_kind_name(ExecutorKind k);

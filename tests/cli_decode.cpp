@@ -21,7 +21,7 @@ std::string md5_of(const std::string& args) {
 }  // namespace
 
 TEST_CASE("run --json gives the tokens and timings") {
-  const CliResult r = run_cli("run --model synthetic:tiny --max-new-tokens 4 --json");
+  const CliResult r = run_cli("run --model synthetic:tiny --max-new-tokens 4 --executor threaded --json");
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "cli_run.h"
+#include "host/executor.h"
 
 using spindle::test::CliResult;
 using spindle::test::run_cli;
@@ -84,4 +85,14 @@ TEST_CASE("CLI11 reports malformed options itself") {
   CHECK(r.status != 0);
   CHECK(r.status != 2);
   CHECK(r.err_has("--no-such-option"));
+}
+
+TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
+  if (spindle::best_executor_kind() == spindle::ExecutorKind::Cuda) {
+    CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda").status == 0);
+    return;
+  }
+  const CliResult r = run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda");
+  CHECK(r.status == 2);
+  CHECK((r.err_has("no usable GPU here") || r.err_has("this build has no CUDA executor")));
 }

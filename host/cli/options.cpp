@@ -24,8 +24,8 @@ void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& whe
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--executor,-e", flags.executor,
-                 "sequential, fp64 (sequential with fp64 accumulation: the KL gate's truth), "
-                 "threaded or cuda")
+                 "auto (cuda when a GPU is usable, else threaded), sequential, fp64 (sequential "
+                 "with fp64 accumulation: the KL gate's truth), threaded or cuda")
       ->capture_default_str();
   cmd.add_option("--workers,-w", flags.workers,
                  "threads (threaded) or blocks (cuda); 0 = the machine's count")

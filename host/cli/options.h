@@ -21,7 +21,7 @@ void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& whe
 
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {
-  std::string executor = executor_kind_name(ExecutorOptions{}.kind);
+  std::string executor = "auto";
   uint32_t workers = ExecutorOptions{}.workers;
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
   std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);

@@ -27,7 +27,7 @@ void run(const RunFlags& f) {
   const DecodeResult& r = g.result;
   if (f.json) {
     print_json({{"model", f.generate.model},
-                {"executor", f.generate.executor.executor},
+                {"executor", executor_kind_name(executor_options(f.generate.executor).kind)},
                 {"executor_description", g.executor},
                 {"workers", f.generate.executor.workers},
                 {"schedule", f.generate.executor.schedule},

@@ -1,0 +1,142 @@
+// Device loads and the canonical dot (ops/dot.h) done the way it was designed for: one warp,
+// lane l owning elements [256j + 8l, 256j + 8l + 8) through 16-byte loads, products rounded
+// before they are added (the build passes --fmad=false), then the butterfly with
+// __shfl_xor_sync. Lane l < off computes lane[l] + lane[l + off] exactly as the host does;
+// IEEE addition is commutative, so every lane ends with the same bits.
+#pragma once
+#include <stdint.h>
+
+#include "ops/bf16.h"
+#include "ops/dot.h"
+
+namespace spindle::cuda {
+
+// Where an operand lives, which decides how it is read:
+//  Weight: read-only for the whole launch (weights, the RoPE table): the non-coherent path
+//          without L1 allocation, since it streams through once.
+//  Data:   written by other tasks of the same launch (activations, caches, partials, step
+//          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
+//  Shared: this block's shared memory.
+enum class Src { Weight, Data, Shared };
+
+template <Src S>
+__device__ __forceinline__ uint4 load16(const void* p) {
+  if constexpr (S == Src::Weight) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+  } else if constexpr (S == Src::Data) {
+    return __ldcg(reinterpret_cast<const uint4*>(p));
+  } else {
+    return *reinterpret_cast<const uint4*>(p);
+  }
+}
+
+template <Src S>
+__device__ __forceinline__ bf16 load_bf16(const bf16* p) {
+  if constexpr (S == Src::Weight) return __ldg(reinterpret_cast<const unsigned short*>(p));
+  else if constexpr (S == Src::Data) return __ldcg(reinterpret_cast<const unsigned short*>(p));
+  else return *p;
+}
+
+// Step state, partials, logits: values other tasks of this launch wrote.
+__device__ __forceinline__ uint32_t load_data(const uint32_t* p) { return __ldcg(p); }
+__device__ __forceinline__ float load_data(const float* p) { return __ldcg(p); }
+
+__device__ __forceinline__ void unpack_bf16x8(uint4 u, float (&v)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = f32_from_bits(w[i] << 16);  // little-endian: the lower half is the earlier element
+    v[2 * i + 1] = f32_from_bits(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+__device__ __forceinline__ uint32_t lane_id() { return threadIdx.x & 31u; }
+__device__ __forceinline__ uint32_t warp_id() { return threadIdx.x >> 5; }
+__device__ __forceinline__ uint32_t warps_per_block() { return blockDim.x >> 5; }
+
+__device__ __forceinline__ float warp_butterfly_sum(float v) {
+#pragma unroll
+  for (int off = kDotLanes / 2; off > 0; off /= 2) v = v + __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// out[i] = sum_k â_i[k] · b̂[k] over n bf16 elements, for R rows a_i against one vector b, each
+// in the canonical order; every lane of the calling warp gets the results. Each lane issues
+// the 16-byte loads of U of its chunks for all R rows before using the first, so R x U loads
+// are in flight per lane. A chunk cut by n, or unaligned operands, are read element by element
+// in the same order.
+template <Src A, Src B, int R, int U>
+__device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const bf16* b, uint32_t n, float (&out)[R]) {
+  float acc[R];
+  bool vec = aligned16(b);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    acc[i] = 0.0f;
+    vec = vec && aligned16(a[i]);
+  }
+  const uint32_t first = lane_id() * kDotVec;
+  const uint32_t full = vec ? n / kDotVec * kDotVec : 0;  // [0, full): whole chunks, vector loads
+  for (uint32_t k0 = first; k0 < full; k0 += U * kDotBlock) {
+    uint4 av[R][U], bv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (k0 + u * kDotBlock >= full) break;
+      bv[u] = load16<B>(b + k0 + u * kDotBlock);
+#pragma unroll
+      for (int i = 0; i < R; ++i) av[i][u] = load16<A>(a[i] + k0 + u * kDotBlock);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (k0 + u * kDotBlock >= full) break;
+      float bf[8];
+      unpack_bf16x8(bv[u], bf);
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        float af[8];
+        unpack_bf16x8(av[i][u], af);
+#pragma unroll
+        for (int e = 0; e < kDotVec; ++e) acc[i] = acc[i] + af[e] * bf[e];
+      }
+    }
+  }
+  // The lane's chunks past `full`, in order: all of them when unaligned, else the one cut by n.
+  uint32_t k0 = first;
+  if (k0 < full) k0 += (full - k0 + kDotBlock - 1) / kDotBlock * kDotBlock;
+  for (; k0 < n; k0 += kDotBlock)
+    for (uint32_t k = k0; k < n && k < k0 + kDotVec; ++k) {
+      const float bk = bf16_to_f32(load_bf16<B>(b + k));
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = acc[i] + bf16_to_f32(load_bf16<A>(a[i] + k)) * bk;
+    }
+#pragma unroll
+  for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
+}
+
+// One row: eight chunks of loads in flight per lane.
+template <Src A, Src B>
+__device__ __forceinline__ float warp_dot(const bf16* a, const bf16* b, uint32_t n) {
+  const bf16* rows[1] = {a};
+  float out[1];
+  warp_dot_rows<A, B, 1, 8>(rows, b, n, out);
+  return out[0];
+}
+
+// dst[0..n) = src[0..n) (bf16), by the whole block, 16 bytes at a time where aligned.
+template <Src S>
+__device__ __forceinline__ void block_copy_bf16(const bf16* src, bf16* dst, uint32_t n) {
+  uint32_t head = 0;
+  if (aligned16(src) && aligned16(dst)) {
+    head = n / 8 * 8;
+    for (uint32_t k = threadIdx.x * 8; k < head; k += blockDim.x * 8)
+      *reinterpret_cast<uint4*>(dst + k) = load16<S>(src + k);
+  }
+  for (uint32_t k = head + threadIdx.x; k < n; k += blockDim.x) dst[k] = load_bf16<S>(src + k);
+}
+
+}  // namespace spindle::cuda

@@ -1,0 +1,63 @@
+// Records the host and the kernels share: the kernels' view of the graph, the per-run control
+// block, failure and trace records. Plain data, compiled by both the host compiler and nvcc.
+#pragma once
+#include <stdint.h>
+
+#include "ops/context.h"
+#include "tasks/task.h"
+
+namespace spindle::cuda {
+
+// Threads per block of every kernel (the persistent one and the per-op baselines).
+constexpr uint32_t kBlockThreads = 256;
+
+// What stopped a run on the device. The tiles cannot throw, so they record the first failure
+// and raise the abort flag; the host turns the record into a spindle::Error.
+enum DeviceFailureKind : uint32_t {
+  kFailNone = 0,
+  kFailWatchdog = 1,       // counter, value, target: the wait that timed out
+  kFailTokenRange = 2,     // value: the token, target: the embedding's rows
+  kFailPositionRange = 3,  // value: the position, target: the KV capacity
+  kFailStepRange = 4,      // value: the step, target: the out-token slots
+};
+
+struct DeviceFailure {
+  uint32_t kind;  // DeviceFailureKind
+  uint32_t task, step;
+  uint32_t counter;
+  uint32_t value, target;
+};
+
+// One task of one step, as the kernels record it (times from %globaltimer, in ns).
+struct DeviceTrace {
+  uint32_t step, task, worker, reserved;
+  uint64_t start_ns, end_ns, wait_ns;
+};
+
+// Device memory the host rewrites before each run; the captured per-op graph reads it too,
+// so nothing here is baked into a launch.
+struct RunControl {
+  unsigned long long ticket;  // next ticket of the megakernel's dynamic schedule
+  uint32_t abort;             // raised by the first failure; every waiter checks it
+  uint32_t step_base;         // executor step of the run's first step
+  uint32_t state_step_base;   // SpStepState::step at the run's start (per-op kernels derive
+                              // their step from the state, which SAMPLE advances)
+  uint32_t reserved;
+  DeviceTrace* trace;         // record (step - step_base) * tasks + task, or nullptr
+  DeviceFailure failure;
+};
+
+// Everything a kernel needs, passed by value; every pointer is device memory that lives as
+// long as the executor.
+struct DeviceGraph {
+  TileContext ctx;
+  const SpTask* tasks;
+  uint32_t n_tasks;
+  uint32_t attn_positions;     // positions per attention score tile in shared memory
+  uint32_t* counters;
+  const uint32_t* list_begin;  // static schedule: block b runs list_tasks[list_begin[b] ..
+  const uint32_t* list_tasks;  // list_begin[b+1]) each step; nullptr for the ticket schedule
+  RunControl* control;
+};
+
+}  // namespace spindle::cuda

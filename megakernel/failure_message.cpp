@@ -1,0 +1,25 @@
+#include "megakernel/failure_message.h"
+
+namespace spindle::cuda {
+
+std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t watchdog_ms) {
+  const char* op = f.task < g.tasks.size() ? sp_opcode_name(g.tasks[f.task].op) : nullptr;
+  const std::string task = "task " + std::to_string(f.task) + " (" + (op ? op : "?") + ") of step " + std::to_string(f.step);
+  const std::string value = std::to_string(f.value), target = std::to_string(f.target);
+  switch (f.kind) {
+    case kFailWatchdog: {
+      const std::string counter = f.counter < g.counter_names.size() ? g.counter_names[f.counter] : "?";
+      return "cuda executor watchdog: " + task + " waited over " + std::to_string(watchdog_ms) + " ms on counter " +
+             std::to_string(f.counter) + " (" + counter + "): value " + value + ", needs " + target;
+    }
+    case kFailTokenRange:
+      return "cuda executor: " + task + ": token " + value + " is not below the embedding's " + target + " rows";
+    case kFailPositionRange:
+      return "cuda executor: " + task + ": position " + value + " is past the KV capacity of " + target;
+    case kFailStepRange:
+      return "cuda executor: " + task + ": step " + value + " is past the " + target + " out-token slots";
+  }
+  return "cuda executor: " + task + ": unknown device failure " + std::to_string(f.kind);
+}
+
+}  // namespace spindle::cuda

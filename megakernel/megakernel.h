@@ -1,0 +1,30 @@
+// The persistent kernel: one launch runs `steps` decode steps of the whole graph, each block
+// fetching tasks (ticket or static list), waiting on their counters and running their tiles.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "megakernel/device_records.h"
+
+namespace spindle::cuda {
+
+struct MegakernelLaunch {
+  uint32_t first_step;      // executor step of the launch's first step
+  uint32_t steps;
+  uint64_t watchdog_ns;     // a wait longer than this fails the run
+  uint32_t claim_ahead;     // claim the next task before running the current one
+  uint32_t prefetch_bytes;  // of a claimed task's weights, sent towards L2 before its wait
+};
+
+// Blocks of the persistent kernel one SM can hold at once with `smem` bytes of dynamic shared
+// memory, for the build of the kernel whose registers allow `min_blocks_per_sm` (1 or 2) per
+// SM. Raises that kernel's shared-memory limit to `smem` first.
+uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem);
+
+// The grid must be co-resident for the static schedule (the caller clamps it).
+void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,
+                       const MegakernelLaunch& launch, cudaStream_t stream);
+
+}  // namespace spindle::cuda

@@ -1,0 +1,52 @@
+#include "megakernel/per_op.h"
+
+#include "megakernel/cuda_check.h"
+#include "megakernel/device_failure.cuh"
+#include "megakernel/run_device_task.cuh"
+
+namespace spindle::cuda {
+namespace {
+
+// Block b runs task first_task + b. The step is read from the state, which SAMPLE advances
+// once per step, so the captured graph needs no per-step arguments.
+__global__ void __launch_bounds__(kBlockThreads) stage_kernel(DeviceGraph g, uint32_t first_task) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ uint32_t s_run, s_step;
+  uint64_t start_ns = 0;
+  if (threadIdx.x == 0) {
+    start_ns = global_timer_ns();
+    s_run = !run_aborted(g.control);
+    s_step = g.control->step_base + load_data(&g.ctx.state->step) - g.control->state_step_base;
+  }
+  __syncthreads();
+  if (!s_run) return;
+  const TaskSite site{g.control, first_task + blockIdx.x, s_step};
+  run_device_task(g, site, smem);
+  __syncthreads();
+  if (threadIdx.x == 0) record_trace(g.control, g.n_tasks, site, start_ns, 0);
+}
+
+}  // namespace
+
+std::vector<Stage> graph_stages(const Graph& g) {
+  std::vector<Stage> stages;
+  for (uint32_t i = 0; i < g.tasks.size(); ++i) {
+    if (stages.empty() || g.tasks[i].signal_counter != g.tasks[stages.back().first_task].signal_counter)
+      stages.push_back({i, 0});
+    ++stages.back().tasks;
+  }
+  return stages;
+}
+
+void prepare_stage_kernel(size_t smem) {
+  SP_CUDA(cudaFuncSetAttribute(stage_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+}
+
+void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, size_t smem, cudaStream_t stream) {
+  for (const Stage& s : stages) {
+    stage_kernel<<<s.tasks, kBlockThreads, smem, stream>>>(g, s.first_task);
+    cuda_check(cudaGetLastError(), "stage_kernel<<<>>>");
+  }
+}
+
+}  // namespace spindle::cuda

@@ -1,0 +1,30 @@
+// The kernel-per-op baseline: one launch per stage (the tasks that signal one counter are
+// contiguous in the graph), one block per task, ordered by the stream instead of counters.
+// The same launches captured once into a CUDA graph make the graph baseline.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "megakernel/device_records.h"
+#include "tasks/graph.h"
+
+namespace spindle::cuda {
+
+struct Stage {
+  uint32_t first_task, tasks;
+};
+
+// The graph's runs of consecutive tasks with the same signal counter, in order. Launched in
+// this order they respect every dependency, since the tasks are in topological order.
+std::vector<Stage> graph_stages(const Graph& g);
+
+// Raises the stage kernel's shared-memory limit to `smem`.
+void prepare_stage_kernel(size_t smem);
+
+// One step: every stage, in order, on `stream`.
+void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, size_t smem, cudaStream_t stream);
+
+}  // namespace spindle::cuda

@@ -1,0 +1,49 @@
+// The device tile dispatch shared by the persistent kernel and the per-op baselines: one
+// block runs one task's tiles. Opcodes are checked on the host before any launch.
+#pragma once
+#include <stdint.h>
+
+#include "megakernel/device_failure.cuh"
+#include "megakernel/device_records.h"
+#include "megakernel/tile_attention.cuh"
+#include "megakernel/tile_embed.cuh"
+#include "megakernel/tile_projection.cuh"
+#include "megakernel/tile_qk_norm_rope.cuh"
+#include "megakernel/tile_sample.cuh"
+
+namespace spindle::cuda {
+
+__device__ inline void run_device_task(const DeviceGraph& g, const TaskSite& site, uint8_t* smem) {
+  const SpTask t = g.tasks[site.task];
+  switch (t.op) {
+    case SP_OP_EMBED: return run_embed(t, g.ctx, site);
+    case SP_OP_GEMV: return run_gemv(t, g.ctx, smem);
+    case SP_OP_GATE_UP: return run_gate_up(t, g.ctx, smem);
+    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope(t, g.ctx, site);
+    case SP_OP_ATTN_CHUNK: return run_attn_chunk(t, g.ctx, g.attn_positions, smem, site);
+    case SP_OP_ATTN_MERGE: return run_attn_merge(t, g.ctx);
+    case SP_OP_SAMPLE: return run_sample(t, g.ctx, smem, site);
+  }
+}
+
+__device__ inline uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ inline uint32_t sm_id() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Thread 0, after a task: its trace record, when the run traces.
+__device__ inline void record_trace(const RunControl* control, uint32_t n_tasks, const TaskSite& site,
+                                    uint64_t start_ns, uint64_t wait_ns) {
+  if (!control->trace) return;
+  control->trace[size_t(site.step - control->step_base) * n_tasks + site.task] =
+      DeviceTrace{site.step, site.task, sm_id(), 0, start_ns, global_timer_ns(), wait_ns};
+}
+
+}  // namespace spindle::cuda

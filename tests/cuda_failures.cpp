@@ -1,0 +1,100 @@
+// The CUDA executor fails loudly and recoverably: a graph that can never finish trips the
+// watchdog, a bad operand becomes an error naming the task, running out of memory names the
+// bytes and the arena, and what the device tiles do not implement is refused. Needs a GPU.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "host/decode.h"
+#include "megakernel/cuda_executor.h"
+#include "tasks/error.h"
+#include "tests/executors_fixture.h"
+
+using namespace spindle;
+
+namespace {
+
+ExecutorOptions megakernel_options() {
+  ExecutorOptions o;
+  o.kind = ExecutorKind::Cuda;
+  o.cuda_mode = CudaMode::Megakernel;
+  o.watchdog_ms = 10000;  // a hang fails in seconds
+  return o;
+}
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::vector<uint32_t> greedy_tokens(ExecutorKind kind) {
+  const TinyModel& m = tiny_model();
+  ExecutorOptions o = megakernel_options();
+  o.kind = kind;
+  auto ex = make_executor(m.graph, m.weights, o);
+  return decode(*ex, m.graph, {1, 2, 3}, 6, {}).tokens;
+}
+
+}  // namespace
+
+TEST_CASE("a graph that never finishes trips the watchdog, and a new executor still runs") {
+  const TinyModel& m = tiny_model();
+  Graph broken = m.graph;
+  broken.tasks.back().wait_count += 1;  // the sampler waits for one more lm_head tile than exists
+  ExecutorOptions o = megakernel_options();
+  o.watchdog_ms = 300;
+  auto ex = make_executor(broken, m.weights, o);
+  const std::string msg = error_of([&] { decode(*ex, broken, {1}, 1, {}); });  // one step: one waiter
+  CAPTURE(msg);
+  CHECK(msg.find("watchdog") != std::string::npos);
+  CHECK(msg.find("task " + std::to_string(broken.tasks.size() - 1) + " (sample)") != std::string::npos);
+  CHECK(msg.find("(lm_head)") != std::string::npos);
+  CHECK(msg.find("needs") != std::string::npos);
+  CHECK(error_of([&] { ex->run_steps(1); }).find("earlier device failure") != std::string::npos);
+
+  CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));
+}
+
+TEST_CASE("tiny: a token outside the vocabulary is an error naming the embedding task") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, megakernel_options());
+  ex->state().token = m.graph.params.vocab + 5;
+  const std::string msg = error_of([&] { ex->run_steps(1); });
+  CAPTURE(msg);
+  CHECK(msg.find("(embed)") != std::string::npos);
+  CHECK(msg.find("token " + std::to_string(m.graph.params.vocab + 5)) != std::string::npos);
+}
+
+TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, megakernel_options());
+  SamplingOptions s;
+  s.temperature = 0.8f;
+  CHECK(error_of([&] { decode(*ex, m.graph, {1, 2}, 4, s); }) ==
+        "cuda executor: only greedy sampling (temperature 0) is implemented");
+}
+
+TEST_CASE("running out of device memory names the bytes and the arena") {
+  const TinyModel& m = tiny_model();
+  Graph huge = m.graph;
+  const uint64_t bytes = uint64_t(1) << 50;  // a petabyte of KV cache
+  huge.arenas[SP_ARENA_KV].bytes = bytes;
+  const std::string msg = error_of([&] { make_executor(huge, m.weights, megakernel_options()); });
+  CAPTURE(msg);
+  CHECK(msg.find("out of device memory") != std::string::npos);
+  CHECK(msg.find("arena 'kv'") != std::string::npos);
+  CHECK(msg.find(std::to_string(bytes) + " bytes") != std::string::npos);
+  CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));  // still usable
+}
+
+TEST_CASE("the copy bandwidth probe gives a plausible number") {
+  const double gbs = measure_copy_bandwidth_gbs(size_t(256) << 20);
+  MESSAGE("device-to-device copy of 256 MiB: " << gbs << " GB/s");
+  CHECK(gbs > 50);
+  CHECK(gbs < 20000);
+}

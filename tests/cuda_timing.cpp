@@ -1,0 +1,133 @@
+// A first look at speed, skipped by default (run with -tc='timing*' --no-skip): device ms per
+// token of each CUDA mode and megakernel tuning on real shapes, against the floor of reading
+// every weight once at the measured copy bandwidth, and where a megakernel token's time goes
+// by opcode (from its trace). `spindle bench` is the real instrument; this is a smoke check
+// that every variant runs at size and agrees on the tokens. Needs a GPU.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "host/decode.h"
+#include "host/graph_builder.h"
+#include "host/model_weights.h"
+#include "megakernel/cuda_executor.h"
+
+using namespace spindle;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  CudaMode mode;
+  ScheduleKind schedule;
+  MegakernelTuning tuning;
+};
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = {
+      {"megakernel static", CudaMode::Megakernel, ScheduleKind::Static, {}},
+      {"megakernel static, claim ahead", CudaMode::Megakernel, ScheduleKind::Static, {true, 0, 1}},
+      {"megakernel static, prefetch 64K", CudaMode::Megakernel, ScheduleKind::Static, {false, 64 << 10, 1}},
+      {"megakernel static, ahead + prefetch 64K", CudaMode::Megakernel, ScheduleKind::Static, {true, 64 << 10, 1}},
+      {"megakernel static, 2 blocks/SM", CudaMode::Megakernel, ScheduleKind::Static, {false, 0, 2}},
+      {"megakernel static, 2 blocks/SM + ahead", CudaMode::Megakernel, ScheduleKind::Static, {true, 0, 2}},
+      {"megakernel ticket", CudaMode::Megakernel, ScheduleKind::Ticket, {}},
+      {"megakernel ticket, claim ahead", CudaMode::Megakernel, ScheduleKind::Ticket, {true, 0, 1}},
+      {"megakernel ticket, 2 blocks/SM", CudaMode::Megakernel, ScheduleKind::Ticket, {false, 0, 2}},
+      {"per-op", CudaMode::PerOp, ScheduleKind::Ticket, {}},
+      {"cuda graph", CudaMode::Graph, ScheduleKind::Ticket, {}},
+  };
+  return v;
+}
+
+ExecutorOptions options(const Variant& v) {
+  ExecutorOptions o;
+  o.kind = ExecutorKind::Cuda;
+  o.cuda_mode = v.mode;
+  o.schedule = v.schedule;
+  return o;
+}
+
+// Weight bytes a task reads.
+uint64_t weight_bytes(const Graph& g, const SpTask& t) {
+  const uint64_t row = uint64_t(g.views[t.operand[0]].cols) * 2;
+  if (t.op == SP_OP_GEMV) return (t.tile_end - t.tile_begin) * row;
+  if (t.op == SP_OP_GATE_UP) return 2 * (t.tile_end - t.tile_begin) * row;
+  return 0;
+}
+
+// Per opcode: tasks, mean run and wait time, and the weight bandwidth of one task while it
+// runs; then the busy fraction of the blocks over the traced steps.
+void trace_summary(const std::string& model, const Graph& g, const ModelWeights& w) {
+  CudaExecutor ex(g, w, options(variants()[0]));
+  decode(ex, g, {1, 2}, 4, {});
+  ex.set_tracing(true);
+  decode(ex, g, {1, 2}, 4, {});
+  struct Sum {
+    uint64_t tasks = 0, run_ns = 0, wait_ns = 0, bytes = 0;
+  };
+  std::map<std::string, Sum> by_op;
+  uint64_t first = ~uint64_t(0), last = 0, busy = 0;
+  for (const TaskTrace& t : ex.trace()) {
+    const SpTask& task = g.tasks[t.task];
+    Sum& s = by_op[sp_opcode_name(task.op)];
+    ++s.tasks;
+    s.run_ns += t.end_ns - t.start_ns;
+    s.wait_ns += t.wait_ns;
+    s.bytes += weight_bytes(g, task);
+    first = std::min(first, t.start_ns);
+    last = std::max(last, t.end_ns);
+    busy += t.end_ns - t.start_ns;
+  }
+  for (const auto& [op, s] : by_op)
+    MESSAGE(model << " trace " << op << ": " << s.tasks << " tasks, " << double(s.run_ns) / s.tasks / 1e3
+                  << " us run, " << double(s.wait_ns) / s.tasks / 1e3 << " us wait"
+                  << (s.bytes ? ", " + std::to_string(double(s.bytes) / double(s.run_ns)) + " GB/s per task" : ""));
+  MESSAGE(model << " trace: blocks busy " << double(busy) / (double(last - first) * ex.workers()) * 100
+                << "% of " << (last - first) / 1e3 << " us");
+}
+
+// Device ms per token of each variant on `model`, for each rows-per-tile choice of the graph
+// builder (0 = its default), measured twice to show the spread.
+void time_variants(const std::string& model, uint32_t context, std::initializer_list<uint32_t> rows_per_tile) {
+  const double gbs = measure_copy_bandwidth_gbs(size_t(4) << 30);
+  const ModelWeights w = load_model(model);
+  const double floor_ms = double(w.total_bytes()) / (gbs * 1e9) * 1e3;
+  MESSAGE(model << ": " << w.total_bytes() << " weight bytes; copy bandwidth " << gbs << " GB/s; floor " << floor_ms
+                << " ms/token");
+  constexpr uint32_t kTokens = 64;
+  std::vector<uint32_t> first_tokens;
+  for (uint32_t rows : rows_per_tile) {
+    BuildOptions b;
+    b.context = context;
+    b.rows_per_tile = rows;
+    const Graph g = build_decode_graph(w, b);
+    if (rows == 0) trace_summary(model, g, w);
+    for (const Variant& v : variants()) {
+      CudaExecutor ex(g, w, options(v), v.tuning);
+      decode(ex, g, {1, 2}, 8, {});  // warm-up
+      double ms[2];
+      std::vector<uint32_t> tokens;
+      for (double& m : ms) {
+        tokens = decode(ex, g, {1, 2}, kTokens, {}).tokens;
+        m = ex.last_run_device_ms() / kTokens;
+      }
+      MESSAGE(model << " rows/tile " << rows << " (" << g.tasks.size() << " tasks) " << std::string(v.name) << ": "
+                    << ms[0] << ", " << ms[1] << " ms/token, " << floor_ms / ms[0] * 100 << "% of the floor ["
+                    << ex.describe() << "]");
+      if (first_tokens.empty()) first_tokens = tokens;
+      CHECK(tokens == first_tokens);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("timing: ms per token of each CUDA mode and megakernel tuning" * doctest::skip()) {
+  time_variants("synthetic:qwen3-0.6b", 4096, {0});
+  time_variants("synthetic:qwen3-8b", 4096, {0, 32});
+}
