@@ -208,6 +208,8 @@ ModelWeights load_checkpoint(const fs::path& dir) {
 }
 
 void write_hf_checkpoint(const ModelWeights& w, const fs::path& dir) {
+  if (!w.in_host_memory())
+    throw Error("cannot write " + w.source + " as a checkpoint: its weights are not in host memory");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(dir.string() + ": cannot create the directory: " + ec.message());

@@ -8,6 +8,10 @@ CpuExecutor::CpuExecutor(const Graph& g, const ModelWeights& w) : Executor(g) {
   if (g.arenas.size() != SP_ARENA_WEIGHTS0 + w.arenas.size())
     throw Error("the graph expects " + std::to_string(g.arenas.size() - SP_ARENA_WEIGHTS0) +
                 " weight arenas but the model has " + std::to_string(w.arenas.size()));
+  if (!w.in_host_memory())
+    throw Error("cpu executor: the weights of " + w.source +
+                " are not in host memory (loaded with fill_host = false, for an executor that generates "
+                "them on its device); load them filled to run on the CPU");
   arena_base_.push_back(state_arena_.data());
   for (uint32_t a = SP_ARENA_WORK; a < SP_ARENA_WEIGHTS0; ++a) {
     owned_.emplace_back(g.arenas[a].bytes, uint8_t(0));

@@ -1,6 +1,7 @@
 #include "host/executor.h"
 
 #include "host/cpu_executors.h"
+#include "host/vulkan_devices.h"
 #include "tasks/error.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "megakernel/cuda_executor.h"
@@ -21,7 +22,8 @@ ExecutorKind parse_executor_kind(const std::string& s) {
   if (s == "fp64") return ExecutorKind::SequentialF64;
   if (s == "threaded") return ExecutorKind::Threaded;
   if (s == "cuda") return ExecutorKind::Cuda;
-  throw Error("unknown executor '" + s + "' (valid: auto, sequential, fp64, threaded, cuda)");
+  if (s == "vulkan") return ExecutorKind::Vulkan;
+  throw Error("unknown executor '" + s + "' (valid: auto, sequential, fp64, threaded, cuda, vulkan)");
 }
 
 ScheduleKind parse_schedule_kind(const std::string& s) {
@@ -43,6 +45,7 @@ const char* executor_kind_name(ExecutorKind k) {
     case ExecutorKind::SequentialF64: return "fp64";
     case ExecutorKind::Threaded: return "threaded";
     case ExecutorKind::Cuda: return "cuda";
+    case ExecutorKind::Vulkan: return "vulkan";
   }
   return "?";
 }
@@ -86,6 +89,7 @@ std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w, c
 #else
       throw Error("this build has no CUDA executor: nvcc was not found when it was configured");
 #endif
+    case ExecutorKind::Vulkan: return make_vulkan_executor(g, w, opt);
   }
   throw Error("unknown executor kind");
 }

@@ -12,24 +12,25 @@
 
 namespace spindle {
 
-enum class ExecutorKind { Sequential, SequentialF64, Threaded, Cuda };
+enum class ExecutorKind { Sequential, SequentialF64, Threaded, Cuda, Vulkan };
 enum class ScheduleKind { Ticket, Static };
 enum class CudaMode { Megakernel, PerOp, Graph };
 
 struct ExecutorOptions {
   ExecutorKind kind = ExecutorKind::Threaded;
-  uint32_t workers = 0;                    // threads, or CUDA blocks; 0 = the machine's count
+  uint32_t workers = 0;                    // threads, CUDA blocks or Vulkan workgroups; 0 = the machine's count
   ScheduleKind schedule = ScheduleKind::Ticket;
   uint32_t watchdog_ms = 30000;            // a wait longer than this is an error
   CudaMode cuda_mode = CudaMode::Megakernel;
   uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
+  int32_t device = -1;                     // vulkan: index in list_vulkan_devices(); -1 = the best usable
 };
 
 // The best executor this build and machine offer: cuda when a GPU is usable, else threaded.
 ExecutorKind best_executor_kind();
 
 // Parse the CLI spellings; unknown names throw spindle::Error listing the valid ones.
-ExecutorKind parse_executor_kind(const std::string& s);  // auto, sequential, fp64, threaded, cuda
+ExecutorKind parse_executor_kind(const std::string& s);  // auto, sequential, fp64, threaded, cuda, vulkan
 ScheduleKind parse_schedule_kind(const std::string& s);  // ticket, static
 CudaMode parse_cuda_mode(const std::string& s);          // megakernel, per-op, graph
 const char* executor_kind_name(ExecutorKind k);
@@ -50,7 +51,7 @@ class Executor {
   virtual std::string describe() const = 0;
   // The logits of the last step run.
   virtual std::span<const float> logits() const = 0;
-  // Workers that take tasks (threads, or CUDA blocks).
+  // Workers that take tasks (threads, CUDA blocks or Vulkan workgroups).
   virtual uint32_t worker_count() const { return 1; }
 
   // The STATE arena, as the host sees it between runs (device executors upload it before a

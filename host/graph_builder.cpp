@@ -89,8 +89,7 @@ class Builder {
     for (uint32_t t0 = 0; t0 < n; t0 += per) f(t0, std::min(n, t0 + per));
   }
   uint32_t rows_per_tile(uint32_t rows) const {
-    if (opt_.rows_per_tile) return opt_.rows_per_tile;
-    return align_up(std::max(16u, ceil_div(rows, 256)), 16);
+    return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(rows);
   }
   void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t x,
             uint32_t norm, uint32_t out, uint32_t residual) {
@@ -116,7 +115,7 @@ Graph Builder::build() {
   if (opt_.context > c.max_position)
     throw Error("context " + std::to_string(opt_.context) + " exceeds the model's limit " +
                 std::to_string(c.max_position) + " (max_position_embeddings)");
-  if (opt_.attn_chunks == 0) throw Error("attn_chunks must be at least 1");
+  const uint32_t chunks = opt_.attn_chunks ? opt_.attn_chunks : attn_chunks_for_context(ctx, Hkv);
   const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
 
   g_.model = w_.source;
@@ -130,7 +129,7 @@ Graph Builder::build() {
   p.intermediate = I;
   p.vocab = V;
   p.context = ctx;
-  p.attn_chunks = opt_.attn_chunks;
+  p.attn_chunks = chunks;
   p.norm_kind = SP_NORM_STANDARD;
   p.rms_eps = c.rms_eps;
   p.rope_theta = c.rope_theta;
@@ -151,7 +150,7 @@ Graph Builder::build() {
   const uint32_t k_part = slice(qkv, "qkv.k", Hq * D, Hkv * D);
   const uint32_t v_part = slice(qkv, "qkv.v", (Hq + Hkv) * D, Hkv * D);
   const uint32_t q_rot = alloc("q_rot", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
-  const uint32_t partials = alloc("attn_partials", SP_ARENA_WORK, SP_F32, Hq * opt_.attn_chunks, D + 2);
+  const uint32_t partials = alloc("attn_partials", SP_ARENA_WORK, SP_F32, Hq * chunks, D + 2);
   const uint32_t attn_out = alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
   const uint32_t act = alloc("act", SP_ARENA_WORK, SP_BF16, 1, I);
   g_.io.logits = alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
@@ -198,7 +197,7 @@ Graph Builder::build() {
     });
 
     Stage s_attn = begin_stage(tag + "attn");
-    for (uint32_t t = 0; t < Hkv * opt_.attn_chunks; ++t)
+    for (uint32_t t = 0; t < Hkv * chunks; ++t)
       add_task(s_attn, s_rope, SP_WAIT_SAME_STEP, SP_OP_ATTN_CHUNK, l, t, t + 1, {q_rot, kc, vc, partials});
 
     Stage s_merge = begin_stage(tag + "attn_merge");
@@ -243,6 +242,15 @@ Graph Builder::build() {
 }
 
 }  // namespace
+
+uint32_t rows_per_task_for(uint32_t rows) {
+  return uint32_t(align_up(std::max(8u, ceil_div(rows, 256)), 8));
+}
+
+uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads) {
+  const uint32_t most = std::max(1u, 128 / std::max(1u, kv_heads));
+  return std::clamp(ceil_div(context, 256), 1u, most);
+}
 
 Graph build_decode_graph(const ModelWeights& w, const BuildOptions& opt) {
   return Builder(w, opt).build();

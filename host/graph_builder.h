@@ -10,9 +10,18 @@ namespace spindle {
 struct BuildOptions {
   uint32_t context = 0;        // KV capacity in positions; 0 = the config's max_position
   uint32_t max_steps = 0;      // forced/out token capacity; 0 = context
-  uint32_t attn_chunks = 4;    // chunks per kv head in attention
-  uint32_t rows_per_tile = 0;  // rows per GEMV task; 0 = chosen from the shapes
+  uint32_t attn_chunks = 0;    // chunks per kv head in attention; 0 = chosen from the context
+                               // (attn_chunks_for_context)
+  uint32_t rows_per_tile = 0;  // rows per GEMV / GATE_UP task; 0 = chosen from the shapes
+                               // (rows_per_task_for)
 };
+
+// The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8
+// (one row per warp of a 256-thread CUDA block), about 256 tasks for a big matrix, so every
+// worker of a 132-SM GPU gets one or two per stage. Chunks per kv head: about 256 positions
+// each at the full context, at most 128 attention tasks in all (one wave on such a GPU).
+uint32_t rows_per_task_for(uint32_t rows);
+uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
 
 // Throws spindle::Error when the family is not one the builder supports yet, or when the
 // weights do not match the config.

@@ -37,10 +37,16 @@ uint64_t ModelWeights::total_bytes() const {
   return bytes;
 }
 
-ModelWeights load_model(const std::string& spec) {
+bool ModelWeights::in_host_memory() const {
+  for (const HostArena& a : arenas)
+    if (!a.data && a.bytes) return false;
+  return true;
+}
+
+ModelWeights load_model(const std::string& spec, const LoadOptions& opt) {
   if (spec.starts_with(kSyntheticPrefix)) {
     SyntheticSpec s = parse_synthetic_spec(spec);
-    return make_synthetic(s.preset, s.seed);
+    return make_synthetic(s.preset, s.seed, opt.fill_host ? SyntheticFill::Host : SyntheticFill::None);
   }
   std::filesystem::path dir(spec);
   if (!std::filesystem::exists(dir))

@@ -14,6 +14,8 @@
 namespace spindle {
 
 // One contiguous block of host memory (an mmapped shard's data section, or an owned buffer).
+// `data` is null in weights loaded with LoadOptions::fill_host = false: the arena then has its
+// size and its tensors their places, but no bytes on the host.
 struct HostArena {
   std::string name;
   std::shared_ptr<const void> owner;  // keeps the mapping or buffer alive
@@ -38,9 +40,19 @@ struct ModelWeights {
   // when it is missing or its shape differs.
   const TensorRef& get(const std::string& name, const std::vector<uint64_t>& shape) const;
   uint64_t total_bytes() const;
+  // True when every arena's bytes are in host memory (see LoadOptions::fill_host).
+  bool in_host_memory() const;
+};
+
+struct LoadOptions {
+  // Synthetic presets: false skips generating the weights on the host. The result has every
+  // tensor and arena size but null arena data, for an executor that generates the values
+  // itself (the CUDA executor does, on the device); host executors refuse it. Checkpoints
+  // are mapped, not read, so this changes nothing for them.
+  bool fill_host = true;
 };
 
 // `synthetic:PRESET` or a checkpoint directory.
-ModelWeights load_model(const std::string& spec);
+ModelWeights load_model(const std::string& spec, const LoadOptions& opt = {});
 
 }  // namespace spindle

@@ -59,21 +59,24 @@ synth::Init init_of(const TensorSpec& t, Family family) {
   return synth::init_for(Role::Projection, t.shape.back());
 }
 
-// A run of elements of one tensor: the unit the threads share.
+// A run of one tensor's slots [begin, end): values below `elements`, zero padding above. The
+// unit the threads share.
 struct Job {
-  uint64_t key;
-  synth::Init init;
-  bf16* out;  // the tensor's first element
+  const SyntheticTensor* t;
   uint64_t begin, end;
 };
 
-void run_jobs(const std::vector<Job>& jobs, uint64_t seed) {
+void run_jobs(const std::vector<Job>& jobs, uint64_t seed, uint8_t* arena) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) {
       const Job& job = jobs[j];
-      for (uint64_t i = job.begin; i < job.end; ++i)
-        job.out[i] = synth::value(seed, job.key, i, job.init.scale, job.init.offset);
+      const SyntheticTensor& t = *job.t;
+      bf16* out = reinterpret_cast<bf16*>(arena + t.offset);
+      const uint64_t values_end = std::min(job.end, t.elements);
+      for (uint64_t i = job.begin; i < values_end; ++i)
+        out[i] = synth::value(seed, t.key, i, t.init.scale, t.init.offset);
+      for (uint64_t i = std::max(job.begin, t.elements); i < job.end; ++i) out[i] = 0;
     }
   };
   size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
@@ -81,6 +84,10 @@ void run_jobs(const std::vector<Job>& jobs, uint64_t seed) {
   for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();
   for (std::thread& t : threads) t.join();
+}
+
+std::string source_of(const std::string& preset, uint64_t seed) {
+  return kSyntheticPrefix + preset + (seed ? "@" + std::to_string(seed) : "");
 }
 
 }  // namespace
@@ -117,42 +124,70 @@ SyntheticSpec parse_synthetic_spec(const std::string& spec) {
   return s;
 }
 
-ModelWeights make_synthetic(const std::string& preset, uint64_t seed) {
-  ModelWeights w;
-  w.config = synthetic_config(preset);
-  w.source = kSyntheticPrefix + preset + (seed ? "@" + std::to_string(seed) : "");
-  std::vector<TensorSpec> specs = expected_tensors(w.config);
+SyntheticPlan synthetic_plan(const std::string& preset, uint64_t seed) {
+  SyntheticPlan plan;
+  plan.config = synthetic_config(preset);
+  plan.source = source_of(preset, seed);
+  plan.seed = seed;
+  const std::vector<TensorSpec> specs = expected_tensors(plan.config);
   if (specs.empty())
-    throw Error(w.source + ": synthetic weights for family " + family_name(w.config.family) +
+    throw Error(plan.source + ": synthetic weights for family " + family_name(plan.config.family) +
                 " are not described yet");
-
-  const bool tied = w.config.tie_word_embeddings;
-  uint64_t total = 0;
-  std::vector<const TensorSpec*> generated;
-  for (const TensorSpec& t : specs) {
-    if (tied && t.name == "lm_head.weight") continue;  // aliased below
-    TensorRef ref{0, total, t.shape};
-    total = (total + ref.elements() * sizeof(bf16) + kAlign - 1) / kAlign * kAlign;
-    w.tensors[t.name] = std::move(ref);
-    generated.push_back(&t);
+  for (const TensorSpec& spec : specs) {
+    if (plan.config.tie_word_embeddings && spec.name == "lm_head.weight") continue;  // aliased
+    SyntheticTensor t;
+    t.name = spec.name;
+    t.shape = spec.shape;
+    t.key = synth::tensor_key(spec.name.data(), spec.name.size());
+    t.init = init_of(spec, plan.config.family);
+    t.offset = plan.arena_bytes;
+    t.elements = TensorRef{0, 0, spec.shape}.elements();
+    const uint64_t end = (t.offset + t.elements * sizeof(bf16) + kAlign - 1) / kAlign * kAlign;
+    t.span = (end - t.offset) / sizeof(bf16);
+    plan.arena_bytes = end;
+    plan.tensors.push_back(std::move(t));
   }
-  std::shared_ptr<uint8_t[]> buffer(new uint8_t[total]);
-  w.arenas.push_back({"synthetic", buffer, buffer.get(), total});
+  return plan;
+}
 
+ModelWeights make_synthetic(const std::string& preset, uint64_t seed, SyntheticFill fill) {
+  const SyntheticPlan plan = synthetic_plan(preset, seed);
+  ModelWeights w;
+  w.config = plan.config;
+  w.source = plan.source;
+  for (const SyntheticTensor& t : plan.tensors) w.tensors[t.name] = TensorRef{0, t.offset, t.shape};
+  if (w.config.tie_word_embeddings) w.tensors["lm_head.weight"] = w.tensors.at("model.embed_tokens.weight");
+  if (fill == SyntheticFill::None) {
+    w.arenas.push_back({"synthetic", nullptr, nullptr, plan.arena_bytes});
+    return w;
+  }
+  std::shared_ptr<uint8_t[]> buffer(new uint8_t[plan.arena_bytes]);
+  w.arenas.push_back({"synthetic", buffer, buffer.get(), plan.arena_bytes});
   std::vector<Job> jobs;
-  for (const TensorSpec* t : generated) {
-    const TensorRef& ref = w.tensors.at(t->name);
-    Job job{synth::tensor_key(t->name.data(), t->name.size()), init_of(*t, w.config.family),
-            reinterpret_cast<bf16*>(buffer.get() + ref.offset), 0, 0};
-    for (uint64_t begin = 0; begin < ref.elements(); begin += kChunk) {
-      job.begin = begin;
-      job.end = std::min(begin + kChunk, ref.elements());
-      jobs.push_back(job);
-    }
-  }
-  run_jobs(jobs, seed);
-  if (tied) w.tensors["lm_head.weight"] = w.tensors.at("model.embed_tokens.weight");
+  for (const SyntheticTensor& t : plan.tensors)
+    for (uint64_t begin = 0; begin < t.span; begin += kChunk) jobs.push_back({&t, begin, std::min(begin + kChunk, t.span)});
+  run_jobs(jobs, seed, buffer.get());
   return w;
+}
+
+SyntheticPlan synthetic_plan_of(const ModelWeights& w) {
+  const SyntheticSpec spec = parse_synthetic_spec(w.source);
+  SyntheticPlan plan = synthetic_plan(spec.preset, spec.seed);
+  auto differs = [&](const std::string& what) {
+    return Error(w.source + ": the weights are not laid out as the synthetic preset's plan (" + what + ")");
+  };
+  if (w.arenas.size() != 1 || w.arenas[0].bytes != plan.arena_bytes)
+    throw differs("the plan has one arena of " + std::to_string(plan.arena_bytes) + " bytes");
+  const size_t aliases = plan.config.tie_word_embeddings ? 1 : 0;
+  if (w.tensors.size() != plan.tensors.size() + aliases)
+    throw differs(std::to_string(w.tensors.size()) + " tensors, the plan " +
+                  std::to_string(plan.tensors.size() + aliases));
+  for (const SyntheticTensor& t : plan.tensors) {
+    auto it = w.tensors.find(t.name);
+    if (it == w.tensors.end() || it->second.arena != 0 || it->second.offset != t.offset || it->second.shape != t.shape)
+      throw differs("tensor '" + t.name + "'");
+  }
+  return plan;
 }
 
 }  // namespace spindle

@@ -46,7 +46,13 @@ SP_HDI float uniform(uint64_t seed, uint64_t key, uint64_t index) {
 }
 
 SP_HDI bf16 value(uint64_t seed, uint64_t key, uint64_t index, float scale, float offset) {
-  return f32_to_bf16(offset + scale * uniform(seed, key, index));
+  const float u = uniform(seed, key, index);
+#ifdef __CUDA_ARCH__
+  // The explicit roundings are never contracted into an FMA, whatever --fmad says.
+  return f32_to_bf16(__fadd_rn(offset, __fmul_rn(scale, u)));
+#else
+  return f32_to_bf16(offset + scale * u);
+#endif
 }
 
 // What a tensor is for, which sets its distribution.

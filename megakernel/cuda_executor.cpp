@@ -15,6 +15,7 @@
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
 #include "megakernel/tile_layout.h"
+#include "tasks/counters.h"
 #include "tasks/error.h"
 
 namespace spindle {
@@ -23,14 +24,21 @@ using cuda::DeviceBuffer;
 
 namespace {
 
-// Attention scores of one tile of positions stay in shared memory; a longer chunk is scored
-// twice (once for its max, once for its weights) rather than held whole.
-constexpr uint32_t kAttnScoreBytes = 64 * 1024;
+// Attention scores of one block of positions stay in shared memory; a longer chunk is scored
+// twice (once for its max, once for its weights) rather than held whole. Its K and V rows are
+// staged in shared memory a tile of positions at a time.
+constexpr uint32_t kAttnScoreBytes = 16 * 1024;
+constexpr uint32_t kAttnKVBytes = 64 * 1024;
 
-uint32_t attn_positions_per_tile(const SpGraphParams& p) {
+uint32_t longest_chunk(const SpGraphParams& p) { return (p.context + p.attn_chunks - 1) / p.attn_chunks; }
+
+uint32_t attn_score_positions(const SpGraphParams& p, uint32_t bytes) {
   const uint32_t group = p.n_heads / p.n_kv_heads;
-  const uint32_t longest_chunk = (p.context + p.attn_chunks - 1) / p.attn_chunks;
-  return std::max(1u, std::min(longest_chunk, kAttnScoreBytes / (4 * group)));
+  return std::max(1u, std::min(longest_chunk(p), (bytes ? bytes : kAttnScoreBytes) / (4 * group)));
+}
+
+uint32_t attn_kv_positions(const SpGraphParams& p, uint32_t bytes) {
+  return std::max(1u, std::min(longest_chunk(p), (bytes ? bytes : kAttnKVBytes) / (4 * std::max(1u, p.head_dim))));
 }
 
 [[noreturn]] void unsupported(uint32_t task, const SpTask& t, const std::string& what) {
@@ -58,20 +66,61 @@ void check_supported(const Graph& g) {
         unsupported(i, t, "the argmax flag is set but no partials view");
     }
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
+    if (t.op == SP_OP_ATTN_MERGE && t.tile_end - t.tile_begin > cuda::kTileScratchBytes / 4)
+      unsupported(i, t, "more q heads than the merge tile holds");
   }
 }
 
-// Dynamic shared memory one block needs for the largest tile of the graph.
-size_t tile_smem_bytes(const Graph& g, uint32_t attn_positions) {
+// Dynamic shared memory one block needs for task t's tile.
+size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions, uint32_t kv_positions) {
   const SpGraphParams& p = g.params;
-  size_t bytes = cuda::kTileScratchBytes;
-  for (const SpTask& t : g.tasks) {
-    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP)
-      bytes = std::max<size_t>(bytes, cuda::projection_smem_bytes(g.views[t.operand[0]].cols));
-    if (t.op == SP_OP_ATTN_CHUNK)
-      bytes = std::max<size_t>(bytes, cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, attn_positions));
+  switch (t.op) {
+    case SP_OP_GEMV:
+    case SP_OP_GATE_UP: return cuda::projection_smem_bytes(g.views[t.operand[0]].cols);
+    case SP_OP_ATTN_CHUNK:
+      return cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, score_positions, kv_positions);
+    case SP_OP_ATTN_MERGE:
+      return cuda::merge_smem_bytes((t.tile_end - t.tile_begin) * p.attn_chunks, g.views[t.operand[0]].row_stride);
+    default: return cuda::kTileScratchBytes;
   }
+}
+
+// ... and for the largest tile of the graph.
+size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_positions) {
+  size_t bytes = cuda::kTileScratchBytes;
+  for (const SpTask& t : g.tasks) bytes = std::max(bytes, task_smem_bytes(g, t, score_positions, kv_positions));
   return bytes;
+}
+
+bool is_projection(const SpTask& t) { return t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP; }
+
+// The weight stream's record of each task (zeros for tasks that read no weight rows), or an
+// empty vector when some projection's rows cannot be bulk-copied (16-byte alignment).
+std::vector<cuda::StreamTask> stream_tasks(const Graph& g, const cuda::DeviceModel& model) {
+  std::vector<cuda::StreamTask> out(g.tasks.size());
+  auto address = [&](uint32_t view) {
+    const SpView& v = g.views[view];
+    return uint64_t(reinterpret_cast<uintptr_t>(model.arena(v.arena))) + sp_view_offset(v);
+  };
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    if (!is_projection(t)) continue;
+    const SpView& w = g.views[t.operand[0]];
+    cuda::StreamTask& s = out[i];
+    s.w0 = address(t.operand[0]);
+    s.w1 = t.op == SP_OP_GATE_UP ? address(t.operand[1]) : 0;
+    s.row_bytes = w.row_stride * 2;
+    s.K = w.cols;
+    s.r0 = t.tile_begin;
+    s.r1 = t.tile_end;
+    bool ok = w.dtype == SP_BF16 && w.cols % 8 == 0 && s.row_bytes % 16 == 0 && s.w0 % 16 == 0;
+    if (t.op == SP_OP_GATE_UP) {
+      const SpView& u = g.views[t.operand[1]];
+      ok = ok && u.dtype == SP_BF16 && u.cols == w.cols && u.row_stride == w.row_stride && s.w1 % 16 == 0;
+    }
+    if (!ok) return {};
+  }
+  return out;
 }
 
 template <class T>
@@ -86,6 +135,7 @@ DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
 struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, counters, control, list_begin, list_tasks, trace;
+  DeviceBuffer stream_tasks, stream_lists, stream_list_begin, progress;
   std::vector<cuda::Stage> stages;
   cuda::DeviceGraph graph{};
   size_t smem = 0;
@@ -100,7 +150,7 @@ struct CudaExecutor::Device {
     SP_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
     cudaGraph_t raw = nullptr;
     try {
-      cuda::launch_step_per_op(graph, stages, smem, stream.get());
+      cuda::launch_step_per_op(graph, stages, stream.get());
     } catch (...) {
       cudaStreamEndCapture(stream.get(), &raw);  // ends the capture; the error thrown is the cause
       cuda::CapturedGraph discard(raw);
@@ -126,8 +176,9 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
   SP_CUDA(cudaMemset(d.control.data(), 0, d.control.bytes()));
 
-  const uint32_t attn_positions = attn_positions_per_tile(g.params);
-  d.smem = tile_smem_bytes(g, attn_positions);
+  const uint32_t score_positions = attn_score_positions(g.params, tuning.attn_score_bytes);
+  const uint32_t kv_positions = attn_kv_positions(g.params, tuning.attn_kv_bytes);
+  d.smem = tile_smem_bytes(g, score_positions, kv_positions);
   int device = 0, smem_limit = 0, sms = 0;
   SP_CUDA(cudaGetDevice(&device));
   SP_CUDA(cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -136,30 +187,73 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit));
 
+  std::vector<cuda::StreamTask> streamed;
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, d.smem) * uint32_t(sms);
+    // The weight stream's ring goes after the tiles' shared memory, as many stages as fit.
+    mk_smem_ = d.smem;
+    if (tuning.stream_stages && !tuning.claim_ahead && !tuning.prefetch_bytes && tuning.blocks_per_sm == 1) {
+      streamed = stream_tasks(g, d.model);
+      ring_offset_ = (d.smem + 127) / 128 * 128;
+      const size_t room = size_t(smem_limit) - std::min<size_t>(smem_limit, cuda::megakernel_static_smem(1));
+      const size_t fit = room > ring_offset_ ? (room - ring_offset_) / cuda::kStreamStageBytes : 0;
+      const uint32_t stages =
+          uint32_t(std::min<size_t>({size_t(tuning.stream_stages), size_t(cuda::kStreamMaxStages), fit}));
+      if (!streamed.empty() && stages >= 2) {
+        stream_stages_ = stages;
+        mk_smem_ = ring_offset_ + size_t(stages) * cuda::kStreamStageBytes;
+      }
+    }
+    const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
     if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
+    if (stream_stages_) d.stream_tasks = upload(streamed, "the weight stream's tasks");
+    d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
+    SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));
     if (opt.schedule == ScheduleKind::Static) {
-      std::vector<uint32_t> begin{0}, tasks;
+      std::vector<uint32_t> begin{0}, tasks, stream_begin{0};
+      std::vector<cuda::StreamTask> stream_list;
       for (const std::vector<uint32_t>& list : static_lists(g, blocks_)) {
-        tasks.insert(tasks.end(), list.begin(), list.end());
+        for (size_t i = 0; i < list.size(); ++i) {
+          const SpTask& t = g.tasks[list[i]];
+          const bool same = i + 1 < list.size() && g.tasks[list[i + 1]].signal_counter == t.signal_counter &&
+                            g.tasks[list[i + 1]].wait_counter != t.signal_counter;
+          tasks.push_back(list[i] | (same ? cuda::kListSameSignal : 0u));
+          if (stream_stages_ && is_projection(t) && t.tile_end > t.tile_begin) stream_list.push_back(streamed[list[i]]);
+        }
         begin.push_back(uint32_t(tasks.size()));
+        stream_begin.push_back(uint32_t(stream_list.size()));
       }
       d.list_begin = upload(begin, "the static schedule");
       d.list_tasks = upload(tasks, "the static schedule");
+      if (stream_stages_) {
+        if (stream_list.empty()) stream_list.push_back({});  // a buffer even when no block streams
+        d.stream_lists = upload(stream_list, "the weight stream's lists");
+        d.stream_list_begin = upload(stream_begin, "the weight stream's lists");
+      }
     }
   } else {
     cuda::prepare_stage_kernel(d.smem);
     d.stages = cuda::graph_stages(g);
+    for (cuda::Stage& st : d.stages)  // each launch asks for what its own tiles need
+      for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i)
+        st.smem = std::max(st.smem, task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
   }
 
-  d.graph = cuda::DeviceGraph{d.model.context(),      d.tasks.as<const SpTask>(),
-                              uint32_t(g.tasks.size()), attn_positions,
-                              d.counters.as<uint32_t>(), d.list_begin.as<const uint32_t>(),
-                              d.list_tasks.as<const uint32_t>(), d.control.as<cuda::RunControl>()};
+  d.graph = cuda::DeviceGraph{d.model.context(),
+                              d.tasks.as<const SpTask>(),
+                              uint32_t(g.tasks.size()),
+                              uint32_t(g.arenas.size()),
+                              score_positions,
+                              kv_positions,
+                              d.counters.as<uint32_t>(),
+                              d.list_begin.as<const uint32_t>(),
+                              d.list_tasks.as<const uint32_t>(),
+                              d.stream_tasks.as<const cuda::StreamTask>(),
+                              d.stream_lists.as<const cuda::StreamTask>(),
+                              d.stream_list_begin.as<const uint32_t>(),
+                              d.control.as<cuda::RunControl>()};
   if (opt.cuda_mode == CudaMode::Graph) d.capture_step_graph();
   logits_.resize(g.views[g.io.logits].cols);
 }
@@ -174,9 +268,19 @@ std::string CudaExecutor::describe() const {
   if (opt_.cuda_mode != CudaMode::Megakernel)
     return std::string("cuda ") + cuda_mode_name(opt_.cuda_mode) + " (" + std::to_string(dev_->stages.size()) +
            " launches per step)" + on;
+  std::string knobs;
+  if (stream_stages_)
+    knobs += ", stream " + std::to_string(stream_stages_) + "x32K" + (tuning_.evict_first ? " evict-first" : "") +
+             (tuning_.stream_spin ? " spin" : "");
+  if (tuning_.claim_ahead) knobs += ", claim ahead";
+  if (tuning_.prefetch_bytes) knobs += ", prefetch " + std::to_string(tuning_.prefetch_bytes) + " B";
+  if (tuning_.blocks_per_sm != 1) knobs += ", " + std::to_string(tuning_.blocks_per_sm) + " blocks/SM";
+  if (!tuning_.input_cache) knobs += ", no input cache";
+  if (!tuning_.merge_release) knobs += ", release per task";
+  if (tuning_.first_sleep_ns != 32 || tuning_.max_sleep_ns != 256)
+    knobs += ", sleep " + std::to_string(tuning_.first_sleep_ns) + "-" + std::to_string(tuning_.max_sleep_ns) + " ns";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
-         " threads, " + schedule_kind_name(opt_.schedule) + (tuning_.claim_ahead ? ", claim ahead" : "") +
-         (tuning_.prefetch_bytes ? ", prefetch " + std::to_string(tuning_.prefetch_bytes) + " B" : "") + ")" + on;
+         " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }
 
 std::span<const float> CudaExecutor::logits() const { return logits_; }
@@ -199,6 +303,7 @@ void CudaExecutor::run_on_device(uint32_t steps) {
   control.step_base = steps_done_;
   control.state_step_base = state().step;
   control.trace = tracing_ ? d.trace.as<cuda::DeviceTrace>() : nullptr;
+  control.progress = d.progress.as<uint32_t>();
   SP_CUDA(cudaMemcpyAsync(d.control.data(), &control, sizeof control, cudaMemcpyHostToDevice, d.stream.get()));
   SP_CUDA(cudaMemcpyAsync(d.model.arena(SP_ARENA_STATE), state_arena_.data(), state_arena_.size(),
                           cudaMemcpyHostToDevice, d.stream.get()));
@@ -208,15 +313,26 @@ void CudaExecutor::run_on_device(uint32_t steps) {
     const uint32_t per_launch = opt_.steps_per_launch ? opt_.steps_per_launch : steps;
     for (uint32_t done = 0; done < steps; done += per_launch) {
       SP_CUDA(cudaMemsetAsync(&d.control.as<cuda::RunControl>()->ticket, 0, sizeof(unsigned long long), d.stream.get()));
-      const cuda::MegakernelLaunch launch{steps_done_ + done, std::min(per_launch, steps - done),
-                                          uint64_t(opt_.watchdog_ms) * 1000000u, tuning_.claim_ahead,
-                                          tuning_.prefetch_bytes};
-      cuda::launch_megakernel(d.graph, tuning_.blocks_per_sm, blocks_, d.smem, launch, d.stream.get());
+      cuda::MegakernelLaunch launch{};
+      launch.first_step = steps_done_ + done;
+      launch.steps = std::min(per_launch, steps - done);
+      launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
+      launch.claim_ahead = tuning_.claim_ahead;
+      launch.prefetch_bytes = tuning_.prefetch_bytes;
+      launch.stream_stages = stream_stages_;
+      launch.ring_offset = uint32_t(ring_offset_);
+      launch.evict_first = tuning_.evict_first;
+      launch.stream_spin = tuning_.stream_spin;
+      launch.input_cache = tuning_.input_cache;
+      launch.merge_release = tuning_.merge_release;
+      launch.first_sleep_ns = tuning_.first_sleep_ns;
+      launch.max_sleep_ns = std::max(tuning_.first_sleep_ns, tuning_.max_sleep_ns);
+      cuda::launch_megakernel(d.graph, tuning_.blocks_per_sm, blocks_, mk_smem_, launch, d.stream.get());
     }
   } else {
     for (uint32_t s = 0; s < steps; ++s) {
       if (opt_.cuda_mode == CudaMode::Graph) SP_CUDA(cudaGraphLaunch(d.step_graph.get(), d.stream.get()));
-      else cuda::launch_step_per_op(d.graph, d.stages, d.smem, d.stream.get());
+      else cuda::launch_step_per_op(d.graph, d.stages, d.stream.get());
     }
   }
   SP_CUDA(cudaEventRecord(d.stop.get(), d.stream.get()));
@@ -232,7 +348,7 @@ void CudaExecutor::read_back(uint32_t steps) {
   SP_CUDA(cudaMemcpy(&control, d.control.data(), sizeof control, cudaMemcpyDeviceToHost));
   if (control.failure.kind != cuda::kFailNone) {
     broken_ = true;  // the counters no longer match any whole number of steps
-    throw Error(cuda::failure_message(control.failure, graph_, opt_.watchdog_ms));
+    throw Error(cuda::failure_message(control.failure, graph_, opt_.watchdog_ms) + blocks_report());
   }
   SP_CUDA(cudaMemcpy(state_arena_.data(), d.model.arena(SP_ARENA_STATE), state_arena_.size(), cudaMemcpyDeviceToHost));
   const SpView& lv = graph_.views[graph_.io.logits];
@@ -247,6 +363,44 @@ void CudaExecutor::read_back(uint32_t steps) {
                       })->start_ns;
   for (const cuda::DeviceTrace& r : records)
     trace_.push_back({r.step, r.task, r.worker, r.start_ns - trace_epoch_ns_, r.end_ns - trace_epoch_ns_, r.wait_ns});
+}
+
+// After a failure of the persistent kernel: where its blocks were (the earliest tasks they
+// waited on or ran, with their counters), so that a stall can be traced to its cause.
+std::string CudaExecutor::blocks_report() const {
+  const Device& d = *dev_;
+  if (opt_.cuda_mode != CudaMode::Megakernel || !d.progress.data()) return "";
+  std::vector<uint32_t> progress(size_t(blocks_) * 4), counters(graph_.num_counters());
+  if (cudaMemcpy(progress.data(), d.progress.data(), progress.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(counters.data(), d.counters.data(), counters.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return "";
+  uint32_t phases[5] = {};
+  std::vector<uint32_t> order;
+  for (uint32_t b = 0; b < blocks_; ++b) {
+    ++phases[std::min<uint32_t>(progress[4 * b + 2], 4)];
+    if (progress[4 * b + 2] != 0) order.push_back(b);
+  }
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return std::pair(progress[4 * a + 1], progress[4 * a]) < std::pair(progress[4 * b + 1], progress[4 * b]);
+  });
+  std::string out = "; blocks: " + std::to_string(phases[1]) + " waiting, " + std::to_string(phases[2]) +
+                    " running, " + std::to_string(phases[3]) + " past a task, " + std::to_string(phases[0]) +
+                    " not started; earliest:";
+  for (size_t i = 0; i < order.size() && i < 6; ++i) {
+    const uint32_t b = order[i], task = progress[4 * b], step = progress[4 * b + 1], phase = progress[4 * b + 2];
+    if (task >= graph_.tasks.size()) continue;
+    const SpTask& t = graph_.tasks[task];
+    const char* op = sp_opcode_name(t.op);
+    out += " [block " + std::to_string(b) + " " + (phase == 1 ? "waits for" : phase == 2 ? "runs" : "ran") + " task " +
+           std::to_string(task) + " (" + (op ? op : "?") + ") step " + std::to_string(step);
+    if (t.wait_counter < counters.size())
+      out += ", " + graph_.counter_names[t.wait_counter] + " = " + std::to_string(counters[t.wait_counter]) + "/" +
+             std::to_string(sp_wait_target(t, step));
+    if (t.signal_counter < counters.size())
+      out += ", signals " + graph_.counter_names[t.signal_counter] + " = " + std::to_string(counters[t.signal_counter]);
+    out += "]";
+  }
+  return out;
 }
 
 bool cuda_device_available(std::string* why) {

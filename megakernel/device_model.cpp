@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "host/synthetic.h"
 #include "megakernel/cuda_check.h"
 #include "ops/qk_norm_rope.h"
 #include "tasks/error.h"
@@ -20,12 +21,13 @@ DeviceBuffer upload(const T* host, size_t count, const std::string& what) {
 
 }  // namespace
 
-// Synthetic weights are uploaded like a checkpoint's: generating them on the device needs
-// each tensor's distribution, which host/synthetic.h does not expose yet.
 DeviceModel::DeviceModel(const Graph& g, const ModelWeights& w) {
   if (g.arenas.size() != SP_ARENA_WEIGHTS0 + w.arenas.size())
     throw Error("the graph expects " + std::to_string(g.arenas.size() - SP_ARENA_WEIGHTS0) +
                 " weight arenas but the model has " + std::to_string(w.arenas.size()));
+  const bool synthetic = w.source.starts_with(kSyntheticPrefix);
+  SyntheticPlan plan;
+  if (synthetic) plan = synthetic_plan_of(w);  // checks that w is laid out as the plan says
   for (uint32_t a = 0; a < g.arenas.size(); ++a) {
     const ArenaInfo& info = g.arenas[a];
     arenas_.emplace_back(info.bytes, "arena '" + info.name + "'");
@@ -34,6 +36,11 @@ DeviceModel::DeviceModel(const Graph& g, const ModelWeights& w) {
     if (host.bytes != info.bytes)
       throw Error("weight arena '" + host.name + "' has " + std::to_string(host.bytes) +
                   " bytes but the graph was built for " + std::to_string(info.bytes));
+    if (synthetic) {
+      generate_synthetic(plan, arenas_[a].data());
+      continue;
+    }
+    if (!host.data && host.bytes) throw Error("cuda executor: weight arena '" + host.name + "' is not in host memory");
     SP_CUDA(cudaMemcpy(arenas_[a].data(), host.data, host.bytes, cudaMemcpyHostToDevice));
   }
   SP_CUDA(cudaMemset(arena(SP_ARENA_WORK), 0, arenas_[SP_ARENA_WORK].bytes()));

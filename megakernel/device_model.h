@@ -9,12 +9,25 @@
 #include "ops/context.h"
 #include "tasks/graph.h"
 
+namespace spindle {
+struct SyntheticPlan;
+}
+
 namespace spindle::cuda {
+
+// Writes a synthetic preset's whole weight arena (plan.arena_bytes of device memory at
+// `arena`, 16-byte aligned) on the device: every tensor from synth::value and the padding
+// zeroed, the same bytes make_synthetic(…, SyntheticFill::Host) gives. Returns when done.
+// (megakernel/synthetic_fill.cu)
+void generate_synthetic(const SyntheticPlan& plan, uint8_t* arena);
 
 class DeviceModel {
  public:
-  // Uploads the weights and the RoPE table and zeroes WORK and KV. Throws spindle::Error when
-  // the weights do not match the graph's arenas or the device runs out of memory.
+  // Puts the weights on the device, uploads the RoPE table and zeroes WORK and KV. Synthetic
+  // weights (source "synthetic:…") are generated on the device from their plan, whether or
+  // not `w` holds them on the host; a checkpoint's are uploaded. Throws spindle::Error when
+  // the weights do not match the graph's arenas, a checkpoint's are not in host memory, or
+  // the device runs out of memory.
   DeviceModel(const Graph& g, const ModelWeights& w);
 
   TileContext context() const;

@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kBlockThreads) stage_kernel(DeviceGraph g, uin
   __syncthreads();
   if (!s_run) return;
   const TaskSite site{g.control, first_task + blockIdx.x, s_step};
-  run_device_task(g, site, smem);
+  const SpTask t = g.tasks[site.task];
+  run_device_task(t, g.ctx, g, site, smem, nullptr);
   __syncthreads();
   if (threadIdx.x == 0) record_trace(g.control, g.n_tasks, site, start_ns, 0);
 }
@@ -32,7 +33,7 @@ std::vector<Stage> graph_stages(const Graph& g) {
   std::vector<Stage> stages;
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     if (stages.empty() || g.tasks[i].signal_counter != g.tasks[stages.back().first_task].signal_counter)
-      stages.push_back({i, 0});
+      stages.push_back({i, 0, 0});
     ++stages.back().tasks;
   }
   return stages;
@@ -42,9 +43,9 @@ void prepare_stage_kernel(size_t smem) {
   SP_CUDA(cudaFuncSetAttribute(stage_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
 }
 
-void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, size_t smem, cudaStream_t stream) {
+void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, cudaStream_t stream) {
   for (const Stage& s : stages) {
-    stage_kernel<<<s.tasks, kBlockThreads, smem, stream>>>(g, s.first_task);
+    stage_kernel<<<s.tasks, kBlockThreads, s.smem, stream>>>(g, s.first_task);
     cuda_check(cudaGetLastError(), "stage_kernel<<<>>>");
   }
 }

@@ -15,6 +15,7 @@ namespace spindle::cuda {
 
 struct Stage {
   uint32_t first_task, tasks;
+  size_t smem = 0;  // dynamic shared memory of its launch: what its tiles need
 };
 
 // The graph's runs of consecutive tasks with the same signal counter, in order. Launched in
@@ -24,7 +25,7 @@ std::vector<Stage> graph_stages(const Graph& g);
 // Raises the stage kernel's shared-memory limit to `smem`.
 void prepare_stage_kernel(size_t smem);
 
-// One step: every stage, in order, on `stream`.
-void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, size_t smem, cudaStream_t stream);
+// One step: every stage, in order, on `stream`, each with its own shared memory.
+void launch_step_per_op(const DeviceGraph& g, const std::vector<Stage>& stages, cudaStream_t stream);
 
 }  // namespace spindle::cuda

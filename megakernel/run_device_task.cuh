@@ -13,16 +13,20 @@
 
 namespace spindle::cuda {
 
-__device__ inline void run_device_task(const DeviceGraph& g, const TaskSite& site, uint8_t* smem) {
-  const SpTask t = g.tasks[site.task];
+// `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
+// in shared memory); `extras` is nullptr in the per-op kernels.
+__device__ inline void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
+                                       const TaskSite& site, uint8_t* smem, const TileExtras* extras) {
+  if (extras && extras->input && t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP && threadIdx.x == 0)
+    extras->input->valid = 0;  // the tile may overwrite the cached input
   switch (t.op) {
-    case SP_OP_EMBED: return run_embed(t, g.ctx, site);
-    case SP_OP_GEMV: return run_gemv(t, g.ctx, smem);
-    case SP_OP_GATE_UP: return run_gate_up(t, g.ctx, smem);
-    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope(t, g.ctx, site);
-    case SP_OP_ATTN_CHUNK: return run_attn_chunk(t, g.ctx, g.attn_positions, smem, site);
-    case SP_OP_ATTN_MERGE: return run_attn_merge(t, g.ctx);
-    case SP_OP_SAMPLE: return run_sample(t, g.ctx, smem, site);
+    case SP_OP_EMBED: return run_embed(t, c, site);
+    case SP_OP_GEMV: return run_gemv(t, c, smem, extras);
+    case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
+    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope(t, c, site);
+    case SP_OP_ATTN_CHUNK: return run_attn_chunk(t, c, g.attn_positions, g.attn_kv_positions, smem, site);
+    case SP_OP_ATTN_MERGE: return run_attn_merge(t, c, smem);
+    case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
   }
 }
 

@@ -87,24 +87,49 @@ void attn_chunk_tiles(const AttnChunkArgs& a, uint32_t t0, uint32_t t1) {
   }
 }
 
-// out[D] = r(o / L) from a q head's `chunks` partial rows, merged in chunk order.
+// The merge of a q head's `chunks` partial rows {m, l, acc[D]} (docs/numerics.md, ATTN_MERGE),
+// element by element, so every executor runs the same formula: M = attn_merge_max, the
+// weight of chunk c is w(c) = attn_merge_weight(row c, M), and out_d = attn_merge_element.
+SP_HDI bool attn_chunk_empty(const float* row) { return row[1] == 0.0f; }
+
 template <class Acc>
-SP_HDI void attn_merge_head(const float* rows, size_t row_stride, uint32_t chunks, uint32_t D,
-                            bf16* out) {
+SP_HDI Acc attn_merge_max(const float* rows, size_t row_stride, uint32_t chunks) {
   Acc M = -INFINITY;
   for (uint32_t c = 0; c < chunks; ++c)
     if (Acc(rows[c * row_stride]) > M) M = Acc(rows[c * row_stride]);
-  auto weight = [&](uint32_t c) { return pm_exp(Acc(rows[c * row_stride]) - M); };
-  auto empty = [&](uint32_t c) { return rows[c * row_stride + 1] == 0.0f; };
-  Acc L = 0;
-  for (uint32_t c = 0; c < chunks; ++c)
-    if (!empty(c)) L = L + Acc(rows[c * row_stride + 1]) * weight(c);
-  for (uint32_t d = 0; d < D; ++d) {
-    Acc o = 0;
-    for (uint32_t c = 0; c < chunks; ++c)
-      if (!empty(c)) o = o + Acc(rows[c * row_stride + 2 + d]) * weight(c);
-    out[d] = to_bf16(o / L);
+  return M;
+}
+
+template <class Acc>
+SP_HDI Acc attn_merge_weight(const float* row, Acc M) {
+  return pm_exp(Acc(row[0]) - M);
+}
+
+// r(o_d / L), L = Σ_c l_c·w(c), o_d = Σ_c acc_{c,d}·w(c) over the non-empty chunks in chunk
+// order; w(c) returns chunk c's weight (computed by attn_merge_weight, or read back from
+// where it was stored).
+template <class Acc, class W>
+SP_HDI bf16 attn_merge_element(const float* rows, size_t row_stride, uint32_t chunks, W w, uint32_t d) {
+  Acc L = 0, o = 0;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const float* row = rows + c * row_stride;
+    if (attn_chunk_empty(row)) continue;
+    const Acc wc = w(c);
+    L = L + Acc(row[1]) * wc;
+    o = o + Acc(row[2 + d]) * wc;
   }
+  return to_bf16(o / L);
+}
+
+// out[D] = r(o / L) from a q head's `chunks` partial rows, merged in chunk order.
+template <class Acc>
+void attn_merge_head(const float* rows, size_t row_stride, uint32_t chunks, uint32_t D, bf16* out) {
+  const Acc M = attn_merge_max<Acc>(rows, row_stride, chunks);
+  std::vector<Acc> w(chunks);
+  for (uint32_t c = 0; c < chunks; ++c)
+    if (!attn_chunk_empty(rows + c * row_stride)) w[c] = attn_merge_weight<Acc>(rows + c * row_stride, M);
+  for (uint32_t d = 0; d < D; ++d)
+    out[d] = attn_merge_element<Acc>(rows, row_stride, chunks, [&](uint32_t c) { return w[c]; }, d);
 }
 
 // q heads [h0, h1): partial rows h * chunks + c, outputs at h * D.

@@ -7,6 +7,13 @@
 #   SPINDLE_EXTRA_DEBS=DIR   unpack the .deb files in DIR (build dependencies) into a private
 #                            prefix first, for a machine that has no package registry
 #   SPINDLE_GPU_TIMING=1     also run the skipped-by-default timing test (real model shapes)
+#   SPINDLE_GPU_BENCH="M…"   also build the CLI and run `spindle bench` on each model M (e.g.
+#                            "qwen3-0.6b qwen3-8b"): every CUDA mode (ticket schedule), then the
+#                            megakernel with static lists, at positions 1 and 4096 (bench.log)
+#   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck runs that alone
+#   SPINDLE_GPU_CPU=0        skip building and running the CPU suite
+#   SPINDLE_GPU_FIRST=…      run these steps first, in this order (a space-separated list of
+#                            cuda-tests bench timing sanitize), so a short lease gets them
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build-gpu
@@ -54,21 +61,66 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 step configure build 300 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" || exit 1
 # The CUDA tests first, so that another area's broken build does not hide them.
 cuda_tests=$build/tests/spindle_cuda_tests
-step build-cuda build 600 cmake --build "$build" -j"$jobs" --target spindle_cuda_tests || exit 1
-step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true
+targets=(spindle_cuda_tests)
+[[ -z ${SPINDLE_GPU_BENCH:-} ]] || targets+=(spindle)
+step build-cuda build 600 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
+# Per kernel of the CUDA tests' binary: local-memory accesses (spills), 16-byte global loads,
+# bulk copies and asynchronous copies in its SASS.
+if command -v cuobjdump >/dev/null; then
+  cuobjdump --dump-sass "$cuda_tests" 2>/dev/null | awk '
+    /Function :/ { f = $3 }
+    /LDL|STL/ { local_[f]++ }
+    /LDG\.E\.128/ { ldg[f]++ }
+    /UBLKCP/ { bulk[f]++ }
+    /LDGSTS/ { ldgsts[f]++ }
+    END { for (k in ldg) printf "sass %s: LDL/STL %d, LDG.E.128 %d, UBLKCP %d, LDGSTS %d\n", k, local_[k], ldg[k], bulk[k], ldgsts[k] }' \
+    | tee -a "$logs/build.log" | grep -E 'persistent|stage_kernel'
+fi
+cuda_tests_step() { step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true; }
 
 # The tiny subset under the sanitizers, without the static schedule: it needs every block
 # resident at once, which a sanitizer that serialises blocks would not give.
-sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-tiny=(-tc='tiny*' -tce='*static*')
-step memcheck memcheck 300 "$sanitizer" --tool memcheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
-step racecheck racecheck 300 "$sanitizer" --tool racecheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+sanitize_step() {
+  [[ ${SPINDLE_GPU_SANITIZE:-1} != 0 ]] || return 0
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local tiny=(-tc='tiny*' -tce='*static*')
+  step memcheck memcheck 300 "$sanitizer" --tool memcheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+  [[ ${SPINDLE_GPU_SANITIZE:-1} == memcheck ]] ||
+    step racecheck racecheck 300 "$sanitizer" --tool racecheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+}
 
-if [[ ${SPINDLE_GPU_TIMING:-0} == 1 ]]; then
-  step timing timing 300 "$cuda_tests" -tc='timing*' --no-skip
+timing_step() {
+  [[ ${SPINDLE_GPU_TIMING:-0} == 1 ]] || return 0
+  step timing timing 400 "$cuda_tests" -tc='timing*' --no-skip
   grep -E 'ms/token|GB/s|trace' "$logs/timing.log"
-fi
+}
+
+bench_step() {
+  [[ -n ${SPINDLE_GPU_BENCH:-} ]] || return 0
+  local m
+  for m in $SPINDLE_GPU_BENCH; do
+    step "bench-$m" bench 300 "$build/host/spindle" bench --model "synthetic:$m" -e cuda --positions 1,4096 \
+      --tokens 64 --reps 5
+    step "bench-$m-static" bench 300 "$build/host/spindle" bench --model "synthetic:$m" -e cuda --modes megakernel \
+      --schedule static --positions 1,4096 --tokens 64 --reps 5
+  done
+  grep -E 'ceiling|model:|position|megakernel|per-op|graph' "$logs/bench.log"
+}
+
+order=${SPINDLE_GPU_FIRST:-cuda-tests sanitize timing bench}
+for s in $order; do
+  case $s in
+    cuda-tests) cuda_tests_step ;;
+    sanitize) sanitize_step ;;
+    timing) timing_step ;;
+    bench) bench_step ;;
+  esac
+done
+
 # The CPU suite last: CI runs it too, so here it only shows the GPU machine agrees.
-step build-rest build 600 cmake --build "$build" -j"$jobs" -- -k 0
-step cpu-tests cpu-tests 300 ctest --test-dir "$build" -LE gpu -j"$jobs" --output-on-failure
+if [[ ${SPINDLE_GPU_CPU:-1} == 1 ]]; then
+  step build-rest build 600 cmake --build "$build" -j"$jobs" -- -k 0
+  step cpu-tests cpu-tests 300 ctest --test-dir "$build" -LE gpu -j"$jobs" --output-on-failure
+fi
 for r in "${results[@]}"; do [[ $r == pass ]] || exit 1; done

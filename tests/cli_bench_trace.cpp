@@ -11,7 +11,8 @@ using spindle::test::run_cli;
 using spindle::test::ScratchDir;
 
 TEST_CASE("bench --json reports a row per position with the floor") {
-  const CliResult r = run_cli("bench --model synthetic:tiny --tokens 4 --reps 3 --positions 0,16 --copy-gib 0.0625 --json");
+  const CliResult r = run_cli(
+      "bench --model synthetic:tiny --executor threaded --tokens 4 --reps 3 --positions 0,16 --copy-gib 0.0625 --json");
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);

@@ -48,9 +48,10 @@ TEST_CASE("--workers 0 means the machine's threads") {
 }
 
 TEST_CASE("sampling options run") {
+  // The CPU executor: the CUDA one samples greedily only (and says so).
   const CliResult r = run_cli(
-      "run --model synthetic:tiny --max-new-tokens 4 --temperature 0.8 --top-k 20 --top-p 0.9 "
-      "--seed 7 --json");
+      "run --model synthetic:tiny --executor threaded --max-new-tokens 4 --temperature 0.8 --top-k 20 "
+      "--top-p 0.9 --seed 7 --json");
   REQUIRE(r.status == 0);
   CHECK(json::parse(r.out).at("tokens").size() == 4);
 }

@@ -57,19 +57,45 @@ const Decoded& tiny_reference() {
   return d;
 }
 
+MegakernelTuning with(auto&& f) {
+  MegakernelTuning t;
+  f(t);
+  return t;
+}
+
+// The tunings the tests run: the default, the weight stream in several sizes, each other knob
+// changed alone, and the older L2-prefetch / claim-ahead / two-blocks knobs (with which the
+// stream stays off).
+std::vector<MegakernelTuning> tunings() {
+  return {MegakernelTuning{},
+          with([](auto& t) { t.stream_stages = 4; }),
+          with([](auto& t) { t.stream_stages = 2; }),
+          with([](auto& t) { t.stream_stages = 8; t.evict_first = true; }),
+          with([](auto& t) { t.stream_stages = 4; t.stream_spin = true; }),
+          with([](auto& t) { t.input_cache = false; t.merge_release = false; t.first_sleep_ns = 0; t.max_sleep_ns = 0; }),
+          MegakernelTuning{true, 0, 1},
+          MegakernelTuning{false, 64 << 10, 1},
+          MegakernelTuning{false, 0, 2},
+          MegakernelTuning{true, 64 << 10, 2}};
+}
+
 // Every worker count under every tuning of the persistent kernel.
 void check_megakernel(ScheduleKind schedule) {
   const TinyModel& m = tiny_model();
   REQUIRE(tiny_reference().tokens.size() == kNewTokens);
-  for (const MegakernelTuning& tuning : {MegakernelTuning{}, MegakernelTuning{true, 0, 1},
-                                          MegakernelTuning{false, 64 << 10, 1}, MegakernelTuning{false, 0, 2},
-                                          MegakernelTuning{true, 64 << 10, 2}})
+  for (const MegakernelTuning& tuning : tunings())
     for (uint32_t workers : {1u, 7u, 66u, 132u}) {
       CAPTURE(tuning.claim_ahead);
       CAPTURE(tuning.prefetch_bytes);
       CAPTURE(tuning.blocks_per_sm);
+      CAPTURE(tuning.stream_stages);
+      CAPTURE(tuning.evict_first);
+      CAPTURE(tuning.input_cache);
       CAPTURE(workers);
       CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, schedule, workers), tuning);
+      CAPTURE(ex.describe());
+      const bool streams = tuning.stream_stages && !tuning.claim_ahead && !tuning.prefetch_bytes && tuning.blocks_per_sm == 1;
+      CHECK((ex.streaming_stages() != 0) == streams);
       check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
     }
 }
@@ -108,6 +134,28 @@ TEST_CASE("tiny: every position's logits match under teacher forcing") {
       CHECK(std::memcmp(got[t].data(), expect[t].data(), got[t].size() * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and V tiles) matches, static lists and per-op") {
+  // Budgets of a few positions make every chunk take the multi-tile and re-scoring paths.
+  const TinyModel& m = tiny_model();
+  const std::vector<uint32_t> prompt = {17, 4};
+  const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, prompt, 50);
+  const uint32_t kv_per_position = 4 * m.graph.params.head_dim;                                 // K and V, bf16
+  const uint32_t score_per_position = 4 * (m.graph.params.n_heads / m.graph.params.n_kv_heads);  // f32 per q head
+  for (uint32_t kv_positions : {1u, 3u, 4u})
+    for (uint32_t score_positions : {2u, 5u, 8u}) {
+      CAPTURE(kv_positions);
+      CAPTURE(score_positions);
+      MegakernelTuning tuning;
+      tuning.attn_kv_bytes = kv_positions * kv_per_position;
+      tuning.attn_score_bytes = score_positions * score_per_position;
+      for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+        CAPTURE(cuda_mode_name(mode));
+        CudaExecutor ex(m.graph, m.weights, cuda_options(mode, ScheduleKind::Static), tuning);
+        check_same(run_decode(ex, m.graph, prompt, 50), expect);
+      }
+    }
 }
 
 TEST_CASE("tiny: one launch of many steps equals one launch per step") {
@@ -149,8 +197,39 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
   const Graph g = build_decode_graph(w, b);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
   const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
-  check_same(run_decode(g, w, cuda_options(CudaMode::Megakernel), prompt, 3), expect);
-  check_same(run_decode(g, w, cuda_options(CudaMode::Megakernel, ScheduleKind::Static, 66), prompt, 3), expect);
+  for (const MegakernelTuning& tuning : tunings())
+    for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
+      CAPTURE(tuning.stream_stages);
+      CAPTURE(tuning.claim_ahead);
+      CAPTURE(tuning.prefetch_bytes);
+      CAPTURE(tuning.blocks_per_sm);
+      CAPTURE(schedule_kind_name(schedule));
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, schedule == ScheduleKind::Static ? 66 : 0), tuning);
+      CAPTURE(ex.describe());
+      if (tuning.stream_stages && tuning.blocks_per_sm == 1 && !tuning.claim_ahead && !tuning.prefetch_bytes)
+        CHECK(ex.streaming_stages() != 0);
+      check_same(run_decode(ex, g, prompt, 3), expect);
+    }
   check_same(run_decode(g, w, cuda_options(CudaMode::PerOp), prompt, 3), expect);
   check_same(run_decode(g, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
+}
+
+// The configuration `spindle bench` stalled in with static lists (qwen3-0.6b, context 4161,
+// so 16 attention chunks; every SM a block): each release mode must finish and match.
+TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the sequential reference") {
+  const ModelWeights w = load_model("synthetic:qwen3-0.6b");
+  BuildOptions b;
+  b.context = 4161;
+  const Graph g = build_decode_graph(w, b);
+  const std::vector<uint32_t> prompt = {5, 77, 1234};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 4);
+  for (bool merge : {false, true})
+    for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
+      MegakernelTuning tuning;
+      tuning.merge_release = merge;
+      CAPTURE(merge);
+      CAPTURE(schedule_kind_name(schedule));
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, 132), tuning);
+      check_same(run_decode(ex, g, prompt, 4), expect);
+    }
 }

@@ -1,7 +1,11 @@
-// Synthetic presets: the spec string, determinism, the value formula, and `synth` output
-// loading back bit-identical.
+// Synthetic presets: the spec string, determinism, the value formula, the generation plan,
+// unfilled weights, and `synth` output loading back bit-identical.
 #include <cmath>
+#include <set>
 
+#include "host/checkpoint.h"
+#include "host/executor.h"
+#include "host/graph_builder.h"
 #include "host/synthetic.h"
 #include "host/synthetic_values.h"
 #include "loader_fixture.h"
@@ -150,4 +154,153 @@ TEST_CASE("synth: a preset written as an HF checkpoint loads back bit-identical"
     CHECK(back.config.model_type == "qwen3");
     CHECK(back.config.tie_word_embeddings == w.config.tie_word_embeddings);
   }
+}
+
+namespace {
+
+// The value of slot i of a plan's tensor, as any device must produce it.
+bf16 plan_slot(const SyntheticPlan& plan, const SyntheticTensor& t, uint64_t i) {
+  return i < t.elements ? synth::value(plan.seed, t.key, i, t.init.scale, t.init.offset) : bf16(0);
+}
+
+bf16 arena_slot(const ModelWeights& w, const SyntheticTensor& t, uint64_t i) {
+  bf16 b;
+  std::memcpy(&b, w.arenas[0].data + t.offset + 2 * i, 2);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("synthetic plan: every tensor once, tiling the arena, as the weights lay them out") {
+  for (const SyntheticPreset& preset : synthetic_presets()) {
+    CAPTURE(preset.name);
+    const SyntheticPlan plan = synthetic_plan(preset.name, 7);
+    CHECK(plan.source == "synthetic:" + preset.name + "@7");
+    CHECK(plan.seed == 7);
+    const bool tied = plan.config.tie_word_embeddings;
+    std::set<std::string> expected, planned;
+    for (const TensorSpec& t : expected_tensors(plan.config))
+      if (!(tied && t.name == "lm_head.weight")) expected.insert(t.name);
+    uint64_t at = 0;
+    for (const SyntheticTensor& t : plan.tensors) {
+      CAPTURE(t.name);
+      CHECK(planned.insert(t.name).second);
+      CHECK(t.offset == at);
+      CHECK(t.offset % 64 == 0);
+      CHECK(t.elements == TensorRef{0, 0, t.shape}.elements());
+      CHECK(t.span >= t.elements);
+      CHECK(t.span - t.elements < 32);  // padding to the next 64 bytes, no more
+      CHECK(t.key == synth::tensor_key(t.name.data(), t.name.size()));
+      CHECK(t.init.scale > 0);
+      at = t.offset + 2 * t.span;
+    }
+    CHECK(planned == expected);
+    CHECK(at == plan.arena_bytes);
+
+    // The weights, filled or not, are laid out by the plan, and their plan is this one.
+    const ModelWeights w = make_synthetic(preset.name, 7, SyntheticFill::None);
+    REQUIRE(w.arenas.size() == 1);
+    CHECK(w.arenas[0].bytes == plan.arena_bytes);
+    for (const SyntheticTensor& t : plan.tensors) {
+      const TensorRef& ref = w.get(t.name, t.shape);
+      CHECK(ref.arena == 0);
+      CHECK(ref.offset == t.offset);
+    }
+    const SyntheticPlan again = synthetic_plan_of(w);
+    CHECK(again.source == plan.source);
+    CHECK(again.tensors.size() == plan.tensors.size());
+  }
+  // The embedding's scale is by the hidden size, a projection's by its input size.
+  const SyntheticPlan tiny = synthetic_plan("tiny");
+  for (const SyntheticTensor& t : tiny.tensors) {
+    if (t.name == "model.embed_tokens.weight") CHECK(t.init.scale == float(std::sqrt(3.0 / 64)));
+    if (t.name == "model.layers.0.mlp.down_proj.weight") CHECK(t.init.scale == float(std::sqrt(3.0 / 128)));
+    if (t.name == "model.norm.weight") CHECK(t.init.offset == 1.0f);
+  }
+  CHECK_ERROR(synthetic_plan("huge"), "unknown synthetic preset 'huge'");
+}
+
+TEST_CASE("synthetic plan: evaluated on the host it gives the filled arena, padding included") {
+  for (const char* preset : {"tiny", "tiny-tied"}) {
+    for (uint64_t seed : {0ull, 11ull}) {
+      CAPTURE(preset);
+      CAPTURE(seed);
+      const SyntheticPlan plan = synthetic_plan(preset, seed);
+      const ModelWeights w = make_synthetic(preset, seed);
+      std::vector<uint8_t> bytes(plan.arena_bytes, 0xAB);  // every byte must be written
+      for (const SyntheticTensor& t : plan.tensors)
+        for (uint64_t i = 0; i < t.span; ++i) {
+          const bf16 v = plan_slot(plan, t, i);
+          std::memcpy(bytes.data() + t.offset + 2 * i, &v, 2);
+        }
+      CHECK(std::memcmp(bytes.data(), w.arenas[0].data, bytes.size()) == 0);
+    }
+  }
+  // A real size: the first and last slots of every tensor and a stride through it.
+  const SyntheticPlan plan = synthetic_plan("qwen3-0.6b", 3);
+  const ModelWeights w = make_synthetic("qwen3-0.6b", 3);
+  uint64_t mismatches = 0;
+  for (const SyntheticTensor& t : plan.tensors) {
+    for (uint64_t i = 0; i < t.span; i += 1 + t.span / 4096)
+      mismatches += arena_slot(w, t, i) != plan_slot(plan, t, i);
+    for (uint64_t i = t.span - std::min<uint64_t>(t.span, 40); i < t.span; ++i)
+      mismatches += arena_slot(w, t, i) != plan_slot(plan, t, i);
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("unfilled synthetic weights: sizes and tensors without host bytes, refused by the CPU") {
+  const ModelWeights filled = load_model("synthetic:tiny@2");
+  const ModelWeights w = load_model("synthetic:tiny@2", LoadOptions{.fill_host = false});
+  CHECK(filled.in_host_memory());
+  CHECK_FALSE(w.in_host_memory());
+  CHECK(w.source == "synthetic:tiny@2");
+  REQUIRE(w.arenas.size() == 1);
+  CHECK(w.arenas[0].data == nullptr);
+  CHECK(w.arenas[0].owner == nullptr);
+  CHECK(w.arenas[0].bytes == filled.arenas[0].bytes);
+  CHECK(w.total_bytes() == filled.total_bytes());
+  TempDir out;
+  CHECK_ERROR(write_hf_checkpoint(w, out.path() / "ckpt"), "not in host memory");
+  REQUIRE(w.tensors.size() == filled.tensors.size());
+  for (const auto& [name, ref] : filled.tensors) {
+    const TensorRef& other = w.tensors.at(name);
+    CHECK(other.offset == ref.offset);
+    CHECK(other.shape == ref.shape);
+  }
+  // A checkpoint is mapped either way.
+  TempDir dir;
+  write_hf_checkpoint(filled, dir / "ckpt");
+  CHECK(load_model((dir / "ckpt").string(), LoadOptions{.fill_host = false}).in_host_memory());
+
+  // The graph needs only the layout: it is the same graph.
+  BuildOptions b;
+  b.context = 32;
+  const Graph g = build_decode_graph(w, b);
+  CHECK(g.arenas.back().bytes == build_decode_graph(filled, b).arenas.back().bytes);
+  for (ExecutorKind kind : {ExecutorKind::Sequential, ExecutorKind::SequentialF64, ExecutorKind::Threaded}) {
+    CAPTURE(executor_kind_name(kind));
+    ExecutorOptions opt;
+    opt.kind = kind;
+    CHECK_ERROR(make_executor(g, w, opt),
+                "cpu executor: the weights of synthetic:tiny@2 are not in host memory (loaded with fill_host = false");
+  }
+  ExecutorOptions opt;
+  opt.kind = ExecutorKind::Sequential;
+  CHECK_NOTHROW(make_executor(g, filled, opt));
+}
+
+TEST_CASE("synthetic_plan_of refuses weights that are not the preset's layout") {
+  ModelWeights w = make_synthetic("tiny", 0, SyntheticFill::None);
+  CHECK(synthetic_plan_of(w).tensors.size() == w.tensors.size());
+  ModelWeights moved = w;
+  moved.tensors.at("model.norm.weight").offset += 64;
+  CHECK_ERROR(synthetic_plan_of(moved), "synthetic:tiny: the weights are not laid out as the synthetic preset's plan "
+                                        "(tensor 'model.norm.weight')");
+  ModelWeights grown = w;
+  grown.arenas[0].bytes += 64;
+  CHECK_ERROR(synthetic_plan_of(grown), "the plan has one arena of");
+  ModelWeights other = w;
+  other.source = "/some/checkpoint";
+  CHECK_ERROR(synthetic_plan_of(other), "is not a synthetic model");
 }

@@ -1,4 +1,5 @@
-// spindle info: a model's shape and what one decode step of its graph reads.
+// spindle info: a model's shape, what one decode step of its graph reads, and the Vulkan
+// devices this machine offers the vulkan executor.
 #include <cstdio>
 #include <iterator>
 #include <memory>
@@ -11,6 +12,8 @@
 #include "host/cli/graph_stats.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
+#include "host/vulkan_devices.h"
+#include "tasks/error.h"
 
 namespace spindle::cli {
 namespace {
@@ -43,6 +46,20 @@ std::string si(uint64_t n, const char* unit) {
   return out;
 }
 
+// The Vulkan devices as JSON objects; `why` says why there are none when listing fails.
+nlohmann::json vulkan_devices(std::string& why) {
+  nlohmann::json list = nlohmann::json::array();
+  try {
+    for (const VulkanDeviceInfo& d : list_vulkan_devices())
+      list.push_back({{"index", d.index}, {"name", d.name}, {"type", d.type}, {"driver", d.driver},
+                      {"api", d.api}, {"usable", d.unusable.empty()}, {"unusable_because", d.unusable}});
+    if (list.empty()) why = "the Vulkan loader found no device";
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  return list;
+}
+
 void info(const InfoFlags& f) {
   BuildOptions build;
   build.context = f.context;
@@ -51,6 +68,8 @@ void info(const InfoFlags& f) {
   const Graph& g = s->graph;
   const uint64_t params = parameter_count(s->weights), weight_bytes = s->weights.total_bytes();
   const uint64_t per_token = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
+  std::string no_vulkan;
+  const nlohmann::json devices = vulkan_devices(no_vulkan);
   if (f.json) {
     print_json({{"model", s->weights.source},
                 {"family", family_name(c.family)},
@@ -68,7 +87,9 @@ void info(const InfoFlags& f) {
                 {"context", g.params.context},
                 {"tasks", g.tasks.size()},
                 {"counters", g.num_counters()},
-                {"views", g.views.size()}});
+                {"views", g.views.size()},
+                {"vulkan_devices", devices},
+                {"vulkan_note", no_vulkan}});
     return;
   }
   std::printf("model                  %s\n", s->weights.source.c_str());
@@ -88,6 +109,12 @@ void info(const InfoFlags& f) {
   std::printf("KV bytes per position  %llu\n", (unsigned long long)kv);
   std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",
               g.tasks.size(), g.num_counters(), g.views.size(), g.params.context);
+  if (devices.empty()) std::printf("vulkan devices         none: %s\n", no_vulkan.c_str());
+  for (const auto& d : devices)
+    std::printf("vulkan device %-8u %s (%s, %s, Vulkan %s)%s\n", d["index"].get<uint32_t>(),
+                d["name"].get<std::string>().c_str(), d["type"].get<std::string>().c_str(),
+                d["driver"].get<std::string>().c_str(), d["api"].get<std::string>().c_str(),
+                d["usable"].get<bool>() ? "" : (": unusable, " + d["unusable_because"].get<std::string>()).c_str());
 }
 
 }  // namespace

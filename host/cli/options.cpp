@@ -25,10 +25,11 @@ void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& whe
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--executor,-e", flags.executor,
                  "auto (cuda when a GPU is usable, else threaded), sequential, fp64 (sequential "
-                 "with fp64 accumulation: the KL gate's truth), threaded or cuda")
+                 "with fp64 accumulation: the KL gate's truth), threaded, cuda, or vulkan (persistent "
+                 "compute shader; lavapipe runs it on the CPU)")
       ->capture_default_str();
   cmd.add_option("--workers,-w", flags.workers,
-                 "threads (threaded) or blocks (cuda); 0 = the machine's count")
+                 "threads (threaded), blocks (cuda) or workgroups (vulkan); 0 = the machine's count")
       ->capture_default_str();
   cmd.add_option("--schedule", flags.schedule,
                  "how tasks reach workers: ticket (a global atomic ticket) or static "
@@ -41,6 +42,10 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
+  cmd.add_option("--device", flags.device,
+                 "vulkan only: the device's index as `spindle info` lists them; -1 = the first usable "
+                 "discrete GPU, else integrated, else the CPU")
+      ->capture_default_str();
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {
@@ -50,6 +55,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.schedule = parse_schedule_kind(flags.schedule);
   o.cuda_mode = parse_cuda_mode(flags.cuda_mode);
   o.watchdog_ms = flags.watchdog_ms;
+  o.device = flags.device;
   return o;
 }
 

@@ -26,9 +26,10 @@ struct ExecutorFlags {
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
   std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
+  int32_t device = ExecutorOptions{}.device;
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms.
+// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms, --device.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
 // Throws spindle::Error listing the valid names for an unknown one.

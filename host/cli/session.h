@@ -16,10 +16,16 @@ struct Session {
 };
 
 // Loads the model and builds its graph, reporting each phase on stderr. Held by pointer:
-// executors keep references into it.
+// executors keep references into it. A synthetic preset is loaded unfilled (its layout only,
+// LoadOptions::fill_host = false): the graph needs no values, the CUDA executor generates
+// them on the device, and open_executor generates them on the host only for an executor
+// that runs there. So `spindle run -e cuda` of a 16 GB preset spends no host memory on it,
+// and `info` or `graph` none at all.
 std::unique_ptr<Session> open_session(const std::string& model, const BuildOptions& build);
 
-// An executor for the session, named on stderr.
-std::unique_ptr<Executor> open_executor(const Session& s, const ExecutorOptions& opt);
+// An executor for the session, named on stderr with the seconds it took to make (the CUDA
+// executor's include putting the weights on the device). Fills the session's weights on the
+// host first when the executor runs there and they are not yet.
+std::unique_ptr<Executor> open_executor(Session& s, const ExecutorOptions& opt);
 
 }  // namespace spindle::cli

@@ -1,0 +1,179 @@
+// The persistent compute shader: every workgroup is a worker that claims tasks of the graph
+// (a global ticket over step-major order), waits on their counters and runs their tiles, as
+// the CPU and CUDA executors do (docs/isa.md).
+//
+// A dispatch is bounded and resumable. Lavapipe ends every loop of an invocation silently
+// after 65,535 back-edges in total, so invocation 0 counts the loop iterations it takes
+// (waiting polls and each task's cost) against the budget the host gives; a worker that
+// cannot afford its claimed task keeps it in its held slot and ends, and the next dispatch of
+// the run starts with it. The host re-dispatches until the counters say the run is done. A
+// canary loop at the end tells the host if the count fell short anyway.
+#version 460
+#pragma use_vulkan_memory_model
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_shader_realtime_clock : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+
+#include "sp_constants.glsl"
+#include "memory.glsl"
+#include "numerics.glsl"
+#include "workgroup.glsl"
+#include "protocol.glsl"
+#include "dot.glsl"
+#include "op_projection.glsl"
+#include "op_qk_norm_rope.glsl"
+#include "op_attention.glsl"
+#include "op_embed_sample.glsl"
+
+// The op dispatch. Opcodes are checked on the host before a run.
+void run_task(Task t) {
+  switch (t.op) {
+    case SP_OP_EMBED: run_embed(t); break;
+    case SP_OP_GEMV: run_gemv(t); break;
+    case SP_OP_GATE_UP: run_gate_up(t); break;
+    case SP_OP_QK_NORM_ROPE: run_qk_norm_rope(t); break;
+    case SP_OP_ATTN_CHUNK: run_attn_chunk(t); break;
+    case SP_OP_ATTN_MERGE: run_attn_merge(t); break;
+    case SP_OP_SAMPLE: run_sample(t); break;
+  }
+}
+
+// The loop iterations the task's tile takes in one invocation, by the ops' count of their loops.
+uint task_cost(Task t) {
+  switch (t.op) {
+    case SP_OP_EMBED: return cost_embed(t);
+    case SP_OP_GEMV: return cost_gemv(t);
+    case SP_OP_GATE_UP: return cost_gate_up(t);
+    case SP_OP_QK_NORM_ROPE: return cost_qk_norm_rope(t);
+    case SP_OP_ATTN_CHUNK: return cost_attn_chunk(t);
+    case SP_OP_ATTN_MERGE: return cost_attn_merge(t);
+    case SP_OP_SAMPLE: return cost_sample(t);
+  }
+  return 0u;
+}
+
+// What lavapipe 22.3 counted against an invocation's loop limit, measured on the tiny model:
+// each counted iteration up to about twice over (loops that hold barriers are restructured),
+// plus 40 to 60 per task in the worker loop's own code.
+const uint LOOP_COST_SCALE = 2u;
+const uint TASK_LOOP_OVERHEAD = 64u;
+// Polls per counted round of a wait: unrolled, they cost the loop limit nothing.
+const uint POLLS_PER_ROUND = 16u;
+
+bool tracing() { return uint64_t(pc.trace) != 0ul; }
+
+// Every invocation, at the end of a dispatch: a loop of known length that comes up short means
+// the invocation ran out of loop iterations somewhere, and its work cannot be trusted.
+void check_loop_limit() {
+  uint n = 0u;
+  const uint length = 8u + pc.mode;  // not a constant, so the loop stays a loop
+  for (uint i = 0u; i < length; ++i) n++;
+  if (n != length) pc.control.w[SP_CONTROL_loop_limit_hit] = 1u;
+}
+
+uint held_word() { return SP_CONTROL_WORDS + gl_WorkGroupID.x * SP_HELD_WORDS; }
+
+void hold(uint ticket, uint value) {
+  pc.control.w[held_word() + SP_HELD_ticket_plus_one] = ticket + 1u;
+  pc.control.w[held_word() + SP_HELD_value] = value;
+}
+
+// Invocation 0: the worker's next ticket (the one it held, else a new claim), waited for; its
+// task and step go to s_task and s_step. False when the run has no more tickets for it, was
+// aborted, or this dispatch's budget cannot cover the wait or the tile (the ticket is then
+// held for the next dispatch).
+bool claim_and_wait(inout uint used, out uint ticket, out uint64_t claimed_at) {
+  const uint held = pc.control.w[held_word() + SP_HELD_ticket_plus_one];
+  if (held != 0u) {
+    ticket = held - 1u;
+    pc.control.w[held_word() + SP_HELD_ticket_plus_one] = 0u;
+  } else {
+    if (run_aborted()) return false;
+    ticket = claim_ticket();
+    if (ticket >= pc.tickets) return false;
+  }
+  claimed_at = tracing() ? clockRealtimeEXT() : 0ul;
+  const uint task = ticket % pc.n_tasks, step = pc.first_step + ticket / pc.n_tasks;
+  s_task = task;
+  s_step = step;
+  const Task t = load_task(task);
+  uint value = 0u;
+  if (t.wait_counter != SP_NO_COUNTER) {
+    const uint target = wait_target(t, step);
+    const uint64_t start = clockRealtimeEXT();
+    value = poll_counter(t.wait_counter);
+    while (!counter_reached(value, target)) {
+      used += LOOP_COST_SCALE;
+      if (used >= pc.budget || run_aborted() ||
+          (pc.spin_ticks != 0u && uint(clockRealtimeEXT()) - uint(start) > pc.spin_ticks)) {
+        hold(ticket, value);
+        return false;
+      }
+      [[unroll]] for (uint i = 0u; i < POLLS_PER_ROUND; ++i) {
+        value = poll_counter(t.wait_counter);
+        if (counter_reached(value, target)) break;
+      }
+    }
+  }
+  const uint cost = TASK_LOOP_OVERHEAD + LOOP_COST_SCALE * task_cost(t);
+  if (cost > pc.budget) {
+    report_failure(SP_FAIL_TASK_TOO_LONG, task, step, cost, pc.budget);
+    return false;
+  }
+  if (used + cost > pc.budget) {
+    hold(ticket, value);
+    return false;
+  }
+  used += cost;
+  return true;
+}
+
+void write_trace(uint ticket, uint64_t claimed_at, uint64_t started_at) {
+  const uint64_t ended_at = clockRealtimeEXT();
+  const uint b = ticket * SP_TRACE_WORDS;
+  pc.trace.w[b + SP_TRACE_step] = s_step;
+  pc.trace.w[b + SP_TRACE_task] = s_task;
+  pc.trace.w[b + SP_TRACE_worker] = gl_WorkGroupID.x;
+  pc.trace.w[b + SP_TRACE_start] = uint(started_at);
+  pc.trace.w[b + SP_TRACE_start + 1u] = uint(started_at >> 32);
+  pc.trace.w[b + SP_TRACE_end] = uint(ended_at);
+  pc.trace.w[b + SP_TRACE_end + 1u] = uint(ended_at >> 32);
+  pc.trace.w[b + SP_TRACE_wait] = uint(started_at - claimed_at);
+  pc.trace.w[b + SP_TRACE_wait + 1u] = uint((started_at - claimed_at) >> 32);
+}
+
+shared uint s_run;
+
+void main() {
+  if (pc.mode == SP_MODE_CLOCK_PROBE) {
+    if (gl_WorkGroupID.x == 0u && invocation() == 0u) {
+      const uint64_t now = clockRealtimeEXT();
+      pc.control.w[SP_CONTROL_clock_lo] = uint(now);
+      pc.control.w[SP_CONTROL_clock_hi] = uint(now >> 32);
+    }
+    return;
+  }
+  uint used = 0u, ticket = 0u;  // invocation 0's
+  uint64_t claimed_at = 0ul, started_at = 0ul;
+  for (;;) {
+    if (invocation() == 0u) {
+      s_run = claim_and_wait(used, ticket, claimed_at) ? 1u : 0u;
+      started_at = tracing() ? clockRealtimeEXT() : 0ul;
+    }
+    sync_buffers();  // acquire: the waited-for tasks' writes are visible to every invocation
+    if (s_run == 0u) break;
+    const Task t = load_task(s_task);
+    run_task(t);
+    sync_buffers();  // release: every invocation's writes come before the signal
+    if (invocation() == 0u) {
+      signal_counter(t.signal_counter);
+      if (tracing()) write_trace(ticket, claimed_at, started_at);
+    }
+  }
+  check_loop_limit();
+}

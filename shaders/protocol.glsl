@@ -1,0 +1,62 @@
+// The queue protocol's device side (docs/isa.md): task records, monotonic counters, the run's
+// control block and its first-failure record.
+#ifndef SP_PROTOCOL_GLSL
+#define SP_PROTOCOL_GLSL
+
+struct Task {
+  uint op, tile_begin, tile_end;
+  uint wait_counter, wait_count, wait_mode, signal_counter;
+  uint operand[8];
+};
+
+Task load_task(uint index) {
+  const uint b = index * SP_TASK_WORDS;
+  Task t;
+  t.op = pc.tasks.w[b + SP_TASK_op];
+  t.tile_begin = pc.tasks.w[b + SP_TASK_tile_begin];
+  t.tile_end = pc.tasks.w[b + SP_TASK_tile_end];
+  t.wait_counter = pc.tasks.w[b + SP_TASK_wait_counter];
+  t.wait_count = pc.tasks.w[b + SP_TASK_wait_count];
+  t.wait_mode = pc.tasks.w[b + SP_TASK_wait_mode];
+  t.signal_counter = pc.tasks.w[b + SP_TASK_signal_counter];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) t.operand[i] = pc.tasks.w[b + SP_TASK_operand + i];
+  return t;
+}
+
+// tasks/counters.h: the value the counter must reach for `step`, compared modulo 2^32.
+uint wait_target(Task t, uint step) { return t.wait_count * (t.wait_mode == SP_WAIT_PREV_STEP ? step : step + 1u); }
+bool counter_reached(uint value, uint target) { return int(value - target) >= 0; }
+
+// Signals and polls are relaxed atomics (a poll is an add of 0: a plain load racing the
+// signal's atomic write is a data race under the Vulkan memory model, and the fences below
+// then order nothing — on NVIDIA that gave wrong, run-to-run different tokens); the acquire
+// and the release are the workgroup barriers (device-scope fences) that the worker loop puts
+// after a wait and before a signal. Lavapipe 22.3 breaks an atomic that carries memory
+// semantics in divergent control flow (invocation 0 alone polls and signals): that
+// invocation then does nothing more until its loop limit.
+uint poll_counter(uint c) { return atomicAdd(pc.counters.w[c], 0u); }
+void signal_counter(uint c) { atomicAdd(pc.counters.w[c], 1u); }
+uint claim_ticket() { return atomicAdd(pc.control.w[SP_CONTROL_ticket], 1u); }
+bool run_aborted() { return atomicAdd(pc.control.w[SP_CONTROL_abort], 0u) != 0u; }
+
+// The first failure is recorded and raises the abort flag, which every worker checks; later
+// ones (often consequences of the first) are dropped.
+void report_failure(uint kind, uint task, uint step, uint value, uint target) {
+  if (atomicCompSwap(pc.control.w[SP_CONTROL_failure_kind], 0u, kind) == 0u) {
+    pc.control.w[SP_CONTROL_failure_task] = task;
+    pc.control.w[SP_CONTROL_failure_step] = step;
+    pc.control.w[SP_CONTROL_failure_value] = value;
+    pc.control.w[SP_CONTROL_failure_target] = target;
+  }
+  atomicExchange(pc.control.w[SP_CONTROL_abort], 1u);
+}
+
+// The task the workgroup runs and its step, set by invocation 0 for every invocation.
+shared uint s_task, s_step;
+
+// A tile's operand is out of range: invocation 0 records it; the caller skips the writes.
+void fail_task(uint kind, uint value, uint target) {
+  if (invocation() == 0u) report_failure(kind, s_task, s_step, value, target);
+}
+
+#endif

@@ -1,0 +1,18 @@
+#include "shaders/spirv.h"
+
+namespace spindle::shaders {
+namespace {
+
+const uint32_t kPersistent[] =
+#include "persistent.spv.inc"
+    ;
+const uint32_t kNumericsTest[] =
+#include "numerics_test.spv.inc"
+    ;
+
+}  // namespace
+
+std::span<const uint32_t> persistent() { return kPersistent; }
+std::span<const uint32_t> numerics_test() { return kNumericsTest; }
+
+}  // namespace spindle::shaders

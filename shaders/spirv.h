@@ -1,0 +1,13 @@
+// The shaders as SPIR-V words, compiled by glslc when Spindle was built.
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace spindle::shaders {
+
+// persistent.comp: the Vulkan executor's worker.
+std::span<const uint32_t> persistent();
+// numerics_test.comp: numerics.glsl's functions over arrays, for tests/vulkan_numerics.cpp.
+std::span<const uint32_t> numerics_test();
+
+}  // namespace spindle::shaders

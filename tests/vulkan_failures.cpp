@@ -1,0 +1,102 @@
+// The Vulkan executor fails loudly: a graph that can never finish ends with a watchdog error
+// naming the waiting task, bad operands and unsupported settings become errors naming the
+// task or the setting, and a dispatch that ran past lavapipe's loop limit is caught.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "host/decode.h"
+#include "host/vulkan_devices.h"
+#include "host/vulkan_executor.h"
+#include "tasks/error.h"
+#include "tests/executors_fixture.h"
+#include "tests/vulkan_fixture.h"
+
+using namespace spindle;
+
+namespace {
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::vector<uint32_t> greedy_tokens(ExecutorKind kind) {
+  const TinyModel& m = tiny_model();
+  ExecutorOptions o = vulkan_options(2);
+  o.kind = kind;
+  auto ex = make_executor(m.graph, m.weights, o);
+  return decode(*ex, m.graph, {1, 2, 3}, 6, {}).tokens;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan: devices are listed, and one that does not exist is refused by name") {
+  const std::vector<VulkanDeviceInfo> devices = list_vulkan_devices();
+  REQUIRE(!devices.empty());
+  for (const VulkanDeviceInfo& d : devices) MESSAGE(d.index << ": " << d.name << " (" << d.type << ", " << d.driver << ")");
+  const TinyModel& m = tiny_model();
+  ExecutorOptions o = vulkan_options(2);
+  o.device = 99;
+  CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("there is no device 99") != std::string::npos);
+}
+
+TEST_CASE("vulkan: a graph that never finishes trips the watchdog, and a new executor still runs") {
+  const TinyModel& m = tiny_model();
+  Graph broken = m.graph;
+  broken.tasks.back().wait_count += 1;  // the sampler waits for one more lm_head tile than exists
+  auto ex = make_executor(broken, m.weights, vulkan_options(2, 300));
+  const std::string msg = error_of([&] { decode(*ex, broken, {1}, 1, {}); });
+  CAPTURE(msg);
+  CHECK(msg.find("watchdog") != std::string::npos);
+  CHECK(msg.find("task " + std::to_string(broken.tasks.size() - 1) + " (sample)") != std::string::npos);
+  CHECK(msg.find("(lm_head)") != std::string::npos);
+  CHECK(msg.find("needs") != std::string::npos);
+  CHECK(error_of([&] { ex->run_steps(1); }).find("earlier failure") != std::string::npos);
+
+  CHECK(greedy_tokens(ExecutorKind::Vulkan) == greedy_tokens(ExecutorKind::Sequential));
+}
+
+TEST_CASE("vulkan: a token outside the vocabulary or a position past the cache is an error naming the task") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, vulkan_options(2));
+  ex->state().token = m.graph.params.vocab + 5;
+  const std::string token = error_of([&] { ex->run_steps(1); });
+  CAPTURE(token);
+  CHECK(token.find("(embed)") != std::string::npos);
+  CHECK(token.find("token " + std::to_string(m.graph.params.vocab + 5)) != std::string::npos);
+
+  auto past = make_executor(m.graph, m.weights, vulkan_options(2));
+  past->state().position = m.graph.params.context;
+  const std::string position = error_of([&] { past->run_steps(1); });
+  CAPTURE(position);
+  CHECK(position.find("(qk_norm_rope)") != std::string::npos);
+  CHECK(position.find("past the KV capacity of " + std::to_string(m.graph.params.context)) != std::string::npos);
+}
+
+TEST_CASE("vulkan: sampling with a temperature and static schedules are refused, not approximated") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, vulkan_options(2));
+  SamplingOptions s;
+  s.temperature = 0.8f;
+  CHECK(error_of([&] { decode(*ex, m.graph, {1, 2}, 4, s); }) ==
+        "vulkan executor: only greedy sampling (temperature 0) is implemented");
+  ExecutorOptions o = vulkan_options(2);
+  o.schedule = ScheduleKind::Static;
+  CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("by ticket only") != std::string::npos);
+}
+
+TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather than giving wrong tokens") {
+  const TinyModel& m = tiny_model();
+  // One workgroup never waits, so nothing but the budget ends its dispatch.
+  VulkanExecutor ex(m.graph, m.weights, vulkan_options(1), {0, 1u << 24});
+  if (ex.describe().find("llvmpipe") == std::string::npos) return;  // other drivers have no such limit
+  const std::string msg = error_of([&] { decode(ex, m.graph, {1, 2, 3}, 40, {}); });
+  CAPTURE(msg);
+  CHECK(msg.find("loop limit") != std::string::npos);
+}
