@@ -17,22 +17,6 @@ using namespace spindle;
 
 namespace {
 
-struct Decoded {
-  std::vector<uint32_t> tokens;
-  std::vector<float> logits;  // after the last step
-};
-
-Decoded run_decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t new_tokens) {
-  Decoded d{decode(ex, g, prompt, new_tokens, {}).tokens, {}};
-  d.logits.assign(ex.logits().begin(), ex.logits().end());
-  return d;
-}
-
-Decoded run_decode(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt,
-                   const std::vector<uint32_t>& prompt, uint32_t new_tokens) {
-  return run_decode(*make_executor(g, w, opt), g, prompt, new_tokens);
-}
-
 ExecutorOptions cuda_options(CudaMode mode, ScheduleKind schedule = ScheduleKind::Ticket, uint32_t workers = 0) {
   ExecutorOptions o;
   o.kind = ExecutorKind::Cuda;
@@ -41,12 +25,6 @@ ExecutorOptions cuda_options(CudaMode mode, ScheduleKind schedule = ScheduleKind
   o.workers = workers;
   o.watchdog_ms = 10000;  // a hang fails in seconds
   return o;
-}
-
-void check_same(const Decoded& got, const Decoded& expect) {
-  CHECK(got.tokens == expect.tokens);
-  REQUIRE(got.logits.size() == expect.logits.size());
-  CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) == 0);
 }
 
 const std::vector<uint32_t> kPrompt = {3, 141, 59, 26, 5};

@@ -19,23 +19,6 @@ using namespace spindle;
 
 namespace {
 
-struct Decoded {
-  std::vector<uint32_t> tokens;
-  std::vector<float> logits;  // after the last step
-};
-
-Decoded run_decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t new_tokens) {
-  Decoded d{decode(ex, g, prompt, new_tokens, {}).tokens, {}};
-  d.logits.assign(ex.logits().begin(), ex.logits().end());
-  return d;
-}
-
-void check_same(const Decoded& got, const Decoded& expect) {
-  CHECK(got.tokens == expect.tokens);
-  REQUIRE(got.logits.size() == expect.logits.size());
-  CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) == 0);
-}
-
 const std::vector<uint32_t> kPrompt = {3, 141, 59, 26, 5};
 constexpr uint32_t kNewTokens = 12;
 
