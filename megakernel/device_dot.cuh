@@ -54,6 +54,15 @@ __device__ __forceinline__ void unpack_bf16x8(uint4 u, float (&v)[8]) {
   }
 }
 
+// One lane's share of a 16-byte block in the canonical order (ops/dot.h): acc += a[e] * b[e]
+// for its 8 bf16 elements in turn, each product rounded before it is added.
+__device__ __forceinline__ void accumulate_bf16x8(float& acc, uint4 a, const float (&b)[8]) {
+  float af[8];
+  unpack_bf16x8(a, af);
+#pragma unroll
+  for (int e = 0; e < kDotVec; ++e) acc = acc + af[e] * b[e];
+}
+
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 __device__ __forceinline__ uint32_t lane_id() { return threadIdx.x & 31u; }
@@ -97,12 +106,7 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
       float bf[8];
       unpack_bf16x8(bv[u], bf);
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        float af[8];
-        unpack_bf16x8(av[i][u], af);
-#pragma unroll
-        for (int e = 0; e < kDotVec; ++e) acc[i] = acc[i] + af[e] * bf[e];
-      }
+      for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
     }
   }
   // The lane's chunks past `full`, in order: all of them when unaligned, else the one cut by n.

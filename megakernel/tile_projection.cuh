@@ -169,12 +169,7 @@ __device__ __forceinline__ void stream_seg_dot(const uint8_t* unit0, uint32_t un
       float bf[8];
       unpack_bf16x8(b[c], bf);
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        float af[8];
-        unpack_bf16x8(a[u][c], af);
-#pragma unroll
-        for (int e = 0; e < kDotVec; ++e) acc[u] = acc[u] + af[e] * bf[e];
-      }
+      for (int u = 0; u < U; ++u) accumulate_bf16x8(acc[u], a[u][c], bf);
     }
   }
 }
