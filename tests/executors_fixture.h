@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "host/decode.h"
+#include "tasks/error.h"
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
 
@@ -50,4 +52,31 @@ inline void check_same(const Decoded& got, const Decoded& expect) {
   CHECK(got.tokens == expect.tokens);
   REQUIRE(got.logits.size() == expect.logits.size());
   CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) == 0);
+}
+
+// The message of the spindle::Error that f throws, or "(no error)".
+inline std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const spindle::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The tiny graph with its sampler waiting for one more lm_head tile than exists: the run must
+// end with a watchdog error naming the task, its counter and the target, never hang, and the
+// executor must then refuse to run again with a message containing `refusal`.
+inline void check_watchdog_trips(const spindle::ExecutorOptions& opt, const std::string& refusal) {
+  const TinyModel& m = tiny_model();
+  spindle::Graph broken = m.graph;
+  broken.tasks.back().wait_count += 1;
+  auto ex = spindle::make_executor(broken, m.weights, opt);
+  const std::string msg = error_of([&] { spindle::decode(*ex, broken, {1}, 1, {}); });  // one step: one waiter
+  CAPTURE(msg);
+  CHECK(msg.find("watchdog") != std::string::npos);
+  CHECK(msg.find("task " + std::to_string(broken.tasks.size() - 1) + " (sample)") != std::string::npos);
+  CHECK(msg.find("(lm_head)") != std::string::npos);
+  CHECK(msg.find("needs") != std::string::npos);
+  CHECK(error_of([&] { ex->run_steps(1); }).find(refusal) != std::string::npos);
 }

@@ -17,15 +17,6 @@ using namespace spindle;
 
 namespace {
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 std::vector<uint32_t> greedy_tokens(ExecutorKind kind) {
   const TinyModel& m = tiny_model();
   ExecutorOptions o = vulkan_options(2);
@@ -47,17 +38,7 @@ TEST_CASE("vulkan: devices are listed, and one that does not exist is refused by
 }
 
 TEST_CASE("vulkan: a graph that never finishes trips the watchdog, and a new executor still runs") {
-  const TinyModel& m = tiny_model();
-  Graph broken = m.graph;
-  broken.tasks.back().wait_count += 1;  // the sampler waits for one more lm_head tile than exists
-  auto ex = make_executor(broken, m.weights, vulkan_options(2, 300));
-  const std::string msg = error_of([&] { decode(*ex, broken, {1}, 1, {}); });
-  CAPTURE(msg);
-  CHECK(msg.find("watchdog") != std::string::npos);
-  CHECK(msg.find("task " + std::to_string(broken.tasks.size() - 1) + " (sample)") != std::string::npos);
-  CHECK(msg.find("(lm_head)") != std::string::npos);
-  CHECK(msg.find("needs") != std::string::npos);
-  CHECK(error_of([&] { ex->run_steps(1); }).find("earlier failure") != std::string::npos);
+  check_watchdog_trips(vulkan_options(2, 300), "earlier failure");
 
   CHECK(greedy_tokens(ExecutorKind::Vulkan) == greedy_tokens(ExecutorKind::Sequential));
 }
