@@ -13,7 +13,12 @@
 #   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck runs that alone
 #   SPINDLE_GPU_CPU=0        skip building and running the CPU suite
 #   SPINDLE_GPU_FIRST=…      run these steps first, in this order (a space-separated list of
-#                            cuda-tests bench timing sanitize), so a short lease gets them
+#                            cuda-tests bench timing sanitize vulkan weight-read), so a short
+#                            lease gets them
+#   vulkan (a step)          the Vulkan tests on the GPU's driver: unpacks the loader .debs in
+#                            .gl/ first (the machine has no libvulkan1), VK_DRIVER_FILES set to
+#                            NVIDIA's ICD unless given
+#   weight-read (a step)     bench/weight_read_bench.cu: the GEMV tile's ways of reading weights
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build-gpu
@@ -50,20 +55,31 @@ summary() {
 trap summary EXIT
 
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES=90)
+order=${SPINDLE_GPU_FIRST:-cuda-tests sanitize timing bench}
+wants() { [[ " $order " == *" $1 "* ]]; }
+bench_programs=OFF
+! wants weight-read || bench_programs=ON
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=$bench_programs -DCMAKE_CUDA_ARCHITECTURES=90)
 if [[ -n ${SPINDLE_EXTRA_DEBS:-} ]]; then
   prefix=/tmp/spindle-deps
   step deps build 120 bash -c 'for deb in "$0"/*.deb; do dpkg -x "$deb" "$1" || exit 1; done' "$SPINDLE_EXTRA_DEBS" "$prefix" || exit 1
   cmake_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DOPENSSL_ROOT_DIR="$prefix/usr")
+  export PATH=$prefix/usr/bin:$PATH  # glslc
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+if wants vulkan && [[ -d .gl ]]; then  # before configuring, which looks for the loader
+  step vulkan-loader build 120 bash -c 'for deb in .gl/*.deb; do dpkg -x "$deb" / || exit 1; done; ldconfig' || exit 1
+  export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$logs/gpu.txt" 2>&1
 step configure build 300 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" || exit 1
 # The CUDA tests first, so that another area's broken build does not hide them.
 cuda_tests=$build/tests/spindle_cuda_tests
-targets=(spindle_cuda_tests)
-[[ -z ${SPINDLE_GPU_BENCH:-} ]] || targets+=(spindle)
-step build-cuda build 600 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
+targets=()
+! wants cuda-tests && ! wants sanitize && ! wants timing || targets+=(spindle_cuda_tests)
+[[ -z ${SPINDLE_GPU_BENCH:-} ]] || ! wants bench || targets+=(spindle)
+((${#targets[@]} == 0)) || step build-cuda build 600 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
 # Per kernel of the CUDA tests' binary: local-memory accesses (spills), 16-byte global loads,
 # bulk copies and asynchronous copies in its SASS.
 if command -v cuobjdump >/dev/null; then
@@ -108,13 +124,27 @@ bench_step() {
   grep -E 'ceiling|model:|position|megakernel|per-op|graph' "$logs/bench.log"
 }
 
-order=${SPINDLE_GPU_FIRST:-cuda-tests sanitize timing bench}
+vulkan_step() {
+  step build-vulkan build 600 cmake --build "$build" -j"$jobs" --target spindle_vulkan_tests spindle || return 1
+  "$build/host/spindle" info --model synthetic:tiny | grep vulkan | tee -a "$logs/vulkan.log"
+  step vulkan-tests vulkan 400 "$build/tests/spindle_vulkan_tests" --duration=true
+}
+
+weight_read_step() {
+  step build-bench build 600 cmake --build "$build" -j"$jobs" --target spindle_weight_read_bench || return 1
+  step weight-read weight-read 400 "$build/bench/spindle_weight_read_bench" --benchmark_format=console \
+    --benchmark_out="$logs/weight-read.json" --benchmark_out_format=json
+  grep -E 'median' "$logs/weight-read.log"
+}
+
 for s in $order; do
   case $s in
     cuda-tests) cuda_tests_step ;;
     sanitize) sanitize_step ;;
     timing) timing_step ;;
     bench) bench_step ;;
+    vulkan) vulkan_step ;;
+    weight-read) weight_read_step ;;
   esac
 done
 

@@ -137,9 +137,14 @@ precise float pm_exp(float x) {
     p = p * 2.0;
     e = 127;
   }
-  if (e < -126) {  // subnormal result: scale in two exact steps
-    p = p * uintBitsToFloat(uint(e + 126 + 127) << 23);
-    e = -126;
+  // A result that may be subnormal (p < 2): the host's two exact scalings and one rounding
+  // are round(p * 2^e), done on the bits, since a driver may flush subnormal products to zero
+  // (NVIDIA's does, and offers no DenormPreserve).
+  if (e <= -126) {
+    uint m;
+    int ep;
+    unpack_finite(floatBitsToUint(p), m, ep);
+    return round_pack(0u, ep + e, uint64_t(m), false);
   }
   return p * uintBitsToFloat(uint(e + 127) << 23);
 }
