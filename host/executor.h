@@ -23,8 +23,6 @@ struct ExecutorOptions {
   uint32_t watchdog_ms = 30000;            // a wait longer than this is an error
   CudaMode cuda_mode = CudaMode::Megakernel;
   uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
-  bool cuda_warp_rings = true;             // megakernel: projection weights through per-warp
-                                           // rings (MegakernelTuning::warp_ring)
   int32_t device = -1;                     // vulkan: index in list_vulkan_devices(); -1 = the best usable
 };
 

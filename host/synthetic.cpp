@@ -36,13 +36,10 @@ ModelConfig qwen3(uint32_t hidden, uint32_t layers, uint32_t heads, uint32_t kv_
 }
 
 std::vector<SyntheticPreset> make_presets() {
-  // Real shapes from spec §9.2; the tiny ones are for tests. tiny-wide's rows are whole
-  // 256-element dot blocks in counts that are not multiples of the GPU tiles' groups of 4
-  // (hidden 5, intermediate 3, q heads 1), for the megakernel's weight rings.
+  // Real shapes from spec §9.2; the tiny ones are for tests.
   std::vector<SyntheticPreset> p = {
       {"tiny", qwen3(64, 2, 4, 2, 16, 128, 512, 256, 1e4f, false)},
       {"tiny-tied", qwen3(64, 2, 4, 2, 16, 128, 512, 256, 1e4f, true)},
-      {"tiny-wide", qwen3(1280, 2, 4, 2, 64, 768, 2048, 256, 1e4f, false)},
       {"qwen3-0.6b", qwen3(1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6f, true)},
       {"qwen3-8b", qwen3(4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, false)},
   };

@@ -94,15 +94,6 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
 
 bool is_projection(const SpTask& t) { return t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP; }
 
-// Where the warps' weight rings start: after the largest projection input (the rings are live
-// only from a projection's claim to the end of its tile, so other tiles may overlap them).
-size_t warp_ring_offset(const Graph& g) {
-  size_t bytes = cuda::kTileScratchBytes;
-  for (const SpTask& t : g.tasks)
-    if (is_projection(t)) bytes = std::max<size_t>(bytes, cuda::projection_smem_bytes(g.views[t.operand[0]].cols));
-  return (bytes + 127) / 128 * 128;
-}
-
 // The weight stream's record of each task (zeros for tasks that read no weight rows), or an
 // empty vector when some projection's rows cannot be bulk-copied (16-byte alignment).
 std::vector<cuda::StreamTask> stream_tasks(const Graph& g, const cuda::DeviceModel& model) {
@@ -214,12 +205,6 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
         mk_smem_ = ring_offset_ + size_t(stages) * cuda::kStreamStageBytes;
       }
     }
-    if (tuning.warp_ring && !stream_stages_ && tuning.blocks_per_sm == 1) {
-      warp_ring_offset_ = warp_ring_offset(g);
-      const size_t with_rings = std::max(mk_smem_, warp_ring_offset_ + cuda::kRingBlockBytes);
-      if (with_rings + cuda::megakernel_static_smem(1) <= size_t(smem_limit)) mk_smem_ = with_rings;
-      else warp_ring_offset_ = 0;
-    }
     const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
     if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
@@ -287,7 +272,6 @@ std::string CudaExecutor::describe() const {
   if (stream_stages_)
     knobs += ", stream " + std::to_string(stream_stages_) + "x32K" + (tuning_.evict_first ? " evict-first" : "") +
              (tuning_.stream_spin ? " spin" : "");
-  if (warp_ring_offset_) knobs += ", warp rings";
   if (tuning_.claim_ahead) knobs += ", claim ahead";
   if (tuning_.prefetch_bytes) knobs += ", prefetch " + std::to_string(tuning_.prefetch_bytes) + " B";
   if (tuning_.blocks_per_sm != 1) knobs += ", " + std::to_string(tuning_.blocks_per_sm) + " blocks/SM";
@@ -343,8 +327,6 @@ void CudaExecutor::run_on_device(uint32_t steps) {
       launch.merge_release = tuning_.merge_release;
       launch.first_sleep_ns = tuning_.first_sleep_ns;
       launch.max_sleep_ns = std::max(tuning_.first_sleep_ns, tuning_.max_sleep_ns);
-      launch.warp_ring = warp_ring_offset_ != 0;
-      launch.warp_ring_offset = uint32_t(warp_ring_offset_);
       cuda::launch_megakernel(d.graph, tuning_.blocks_per_sm, blocks_, mk_smem_, launch, d.stream.get());
     }
   } else {
@@ -431,9 +413,7 @@ bool cuda_device_available(std::string* why) {
 
 std::unique_ptr<Executor> make_cuda_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt) {
   if (std::string why; !cuda_device_available(&why)) throw Error("cuda executor: no usable GPU here (" + why + ")");
-  MegakernelTuning tuning;
-  tuning.warp_ring = opt.cuda_warp_rings;
-  return std::make_unique<CudaExecutor>(g, w, opt, tuning);
+  return std::make_unique<CudaExecutor>(g, w, opt);
 }
 
 }  // namespace spindle

@@ -37,10 +37,6 @@ struct MegakernelTuning {
   // V rows staged at once; 0 = the defaults (16 KB, 64 KB). Tests shrink them to a few
   // positions to reach the multi-block paths.
   uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
-  // GEMV / GATE_UP weights through per-warp cp.async rings in shared memory, their first
-  // pieces issued before the task's dependency wait (warp_ring.cuh). Off with the weight
-  // stream or 2 blocks per SM, or when shared memory is short (warp_rings() says what ran).
-  bool warp_ring = true;
 };
 
 class CudaExecutor final : public Executor {
@@ -63,8 +59,6 @@ class CudaExecutor final : public Executor {
   uint32_t workers() const { return blocks_; }
   // Ring stages of the weight stream the megakernel runs with (0: off).
   uint32_t streaming_stages() const { return stream_stages_; }
-  // Whether the megakernel reads projection weights through the warps' rings.
-  bool warp_rings() const { return warp_ring_offset_ != 0; }
 
  private:
   struct Device;
@@ -77,7 +71,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<Device> dev_;
   uint32_t blocks_ = 0;
   uint32_t stream_stages_ = 0;
-  size_t mk_smem_ = 0, ring_offset_ = 0, warp_ring_offset_ = 0;
+  size_t mk_smem_ = 0, ring_offset_ = 0;
   std::vector<float> logits_;
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task

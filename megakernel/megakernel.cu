@@ -122,9 +122,7 @@ __device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st) 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
 // shared memory once. Warp 0 stages the claimed task's
 // record and views and keeps the weight stream's ring full; thread 0 waits on the task's
-// counter; then the block runs the tile and thread 0 signals. With the warp rings on, every
-// warp issues the first weight pieces of a claimed projection before that wait. With
-// claim_ahead it claims its
+// counter; then the block runs the tile and thread 0 signals. With claim_ahead it claims its
 // next task before running the current one; with prefetch_bytes it sends the start of a
 // claimed task's weights towards L2 before waiting on the task's counter.
 template <int MinBlocksPerSm>
@@ -183,11 +181,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       if (ws.on()) ws.fill();
     }
     if (l.prefetch_bytes) prefetch_task_weights(g, task.task, l.prefetch_bytes);
-    uint8_t* const ring = l.warp_ring ? smem + l.warp_ring_offset : nullptr;
-    if (ring) {
-      __syncthreads();  // the staged record and views
-      if (const WarpPieces pieces = warp_pieces(s_staged.t, ctx); pieces.units) WarpRing(ring).prime(pieces);
-    }
     if (threadIdx.x == 0) {
       uint32_t* progress = g.control->progress;
       if (progress) {
@@ -206,7 +199,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     const SpTask& t = s_staged.t;  // read in place: nothing writes it until the next claim
     const TaskSite site{g.control, task.task, task.step};
     const TileExtras extras{&ws, l.input_cache ? &s_input : nullptr, t.wait_counter,
-                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), ring};
+                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step)};
     run_device_task(t, ctx, g, site, smem, &extras);
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {
@@ -223,7 +216,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   }
   if (threadIdx.x == 0 && s_d.pending) DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
   if (threadIdx.x < 32 && ws.on()) ws.drain();
-  asm volatile("cp.async.wait_all;" ::: "memory");  // pieces primed for a task that did not run
 }
 
 template <int MinBlocksPerSm>

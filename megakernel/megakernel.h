@@ -23,8 +23,6 @@ struct MegakernelLaunch {
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
   uint32_t first_sleep_ns, max_sleep_ns;  // back-off between polls of a counter
-  uint32_t warp_ring;         // GEMV / GATE_UP weights through the warps' rings (warp_ring.cuh)
-  uint32_t warp_ring_offset;  // where the rings start in the dynamic shared memory
 };
 
 // Blocks of the persistent kernel one SM can hold at once with `smem` bytes of dynamic shared

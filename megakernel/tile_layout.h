@@ -68,14 +68,6 @@ struct StreamGeom {
   uint32_t stages;  // stages of the task
 };
 
-// The warps' weight rings of the persistent kernel (warp_ring.cuh): per warp, kRingSlots
-// pieces of kRingGroup dot blocks (256 bf16) each, after the largest projection input.
-constexpr uint32_t kRingGroup = 4;
-constexpr uint32_t kRingSlots = 8;
-constexpr uint32_t kRingPieceBytes = kRingGroup * kDotBlockElems * 2u;
-constexpr uint32_t kRingWarpBytes = kRingSlots * kRingPieceBytes;
-constexpr uint32_t kRingBlockBytes = kTileWarps * kRingWarpBytes;
-
 SP_HDI uint32_t stream_seg_max(uint32_t units) { return kStreamStageBytes / (2u * kTileWarps * units); }
 
 SP_HDI StreamGeom stream_geom(uint32_t K, uint32_t rows, uint32_t units) {

@@ -9,7 +9,6 @@
 
 #include "megakernel/device_dot.cuh"
 #include "megakernel/tile_layout.h"
-#include "megakernel/warp_ring.cuh"
 #include "megakernel/weight_stream.cuh"
 #include "ops/argmax.h"
 #include "ops/context.h"
@@ -31,15 +30,9 @@ struct TileExtras {
   WeightStream* stream;  // on when stream->on()
   InputKey* input;       // the block's cached input
   uint32_t wait_counter, wait_target;
-  uint8_t* ring;         // the warps' weight rings (warp_ring.cuh), primed for this task, or nullptr
 };
 
 __device__ inline bool stream_on(const TileExtras* x) { return x && x->stream && x->stream->on(); }
-
-// The task's pieces for the calling warp when the ring reads its weights; units == 0 if not.
-__device__ inline WarpPieces ring_pieces(const SpTask& t, const TileContext& c, const TileExtras* x) {
-  return x && x->ring ? warp_pieces(t, c) : WarpPieces{};
-}
 
 // The vector a projection multiplies, as bf16 in shared memory: RMSNorm(x) with norm_w, else
 // x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. The norm
@@ -208,11 +201,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
-  if (const WarpPieces pieces = ring_pieces(t, c, extras); pieces.units) {
-    WarpRing(extras->ring).run(pieces, n, [&](uint32_t i, uint32_t, float dot) {
-      if (lane_id() == 0) finish_gemv_row(o, first_row + i * stride, dot, best);
-    });
-  } else if (stream_on(extras)) {
+  if (stream_on(extras)) {
     WeightStream& ws = *extras->stream;
     const StreamGeom geom = stream_geom(K, t.tile_end - t.tile_begin, 1);
     float acc[1] = {0.0f};
@@ -254,14 +243,6 @@ __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_
   const bf16* wu = view_data<const bf16>(c, t.operand[1]);
   bf16* act = view_data<bf16>(c, t.operand[4]);
   const uint32_t stride = warps_per_block();
-  if (const WarpPieces pieces = ring_pieces(t, c, extras); pieces.units) {
-    float gate = 0.0f;
-    WarpRing(extras->ring).run(pieces, n, [&](uint32_t i, uint32_t u, float dot) {
-      if (u == 0) gate = dot;
-      else if (lane_id() == 0) act[t.tile_begin + warp_id() + i * stride] = swiglu(rounded(gate), rounded(dot));
-    });
-    return;
-  }
   if (stream_on(extras)) {
     WeightStream& ws = *extras->stream;
     const StreamGeom geom = stream_geom(K, t.tile_end - t.tile_begin, 2);

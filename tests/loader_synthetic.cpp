@@ -32,7 +32,7 @@ std::vector<float> values(const ModelWeights& w, const std::string& name) {
 TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   std::vector<std::string> names;
   for (const SyntheticPreset& p : synthetic_presets()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "tiny-wide", "qwen3-0.6b", "qwen3-8b"});
+  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b"});
 
   const ModelConfig& small = synthetic_config("qwen3-0.6b");
   CHECK(small.hidden == 1024);

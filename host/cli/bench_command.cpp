@@ -30,7 +30,6 @@ struct BenchFlags {
   uint32_t tokens = 32;
   uint32_t reps = 5;
   double copy_gib = 4;
-  uint32_t rows_per_tile = 0;   // GEMV / GATE_UP rows a task; 0 = the builder's choice
   bool json = false;
 };
 
@@ -117,7 +116,6 @@ void bench(const BenchFlags& f) {
                                         : std::vector<std::string>{executor_kind_name(base.kind)};
   BuildOptions build;
   build.context = max_pos + f.tokens + 1;
-  build.rows_per_tile = f.rows_per_tile;
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
@@ -133,12 +131,7 @@ void bench(const BenchFlags& f) {
   std::vector<Row> rows;
   for (const std::string& mode : modes) {
     ExecutorOptions opt = base;
-    if (cuda) {
-      // "megakernel:registers": the megakernel with its warps loading weights into registers.
-      const bool registers = mode == "megakernel:registers";
-      opt.cuda_mode = parse_cuda_mode(registers ? "megakernel" : mode);
-      opt.cuda_warp_rings = !registers;
-    }
+    if (cuda) opt.cuda_mode = parse_cuda_mode(mode);
     auto ex = open_executor(*session, opt);
     for (uint32_t p : positions) rows.push_back(time_mode(*ex, mode, p, f.tokens, f.reps));
   }
@@ -199,17 +192,11 @@ void add_bench_command(CLI::App& app) {
       "bench", "Median ms/token per executor mode and context position, against the measured bandwidth floor");
   add_model_option(*cmd, f->model);
   add_executor_options(*cmd, f->executor);
-  cmd->add_option("--modes", f->modes,
-                  "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph); megakernel:registers "
-                  "is the megakernel with its warps loading projection weights into registers, not through "
-                  "shared-memory rings");
+  cmd->add_option("--modes", f->modes, "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph)");
   cmd->add_option("--positions", f->positions, "context positions the timed steps start at, comma-separated")
       ->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
-      ->capture_default_str();
-  cmd->add_option("--rows-per-tile", f->rows_per_tile,
-                  "output rows of each GEMV / GATE_UP task; 0 = the graph builder's choice")
       ->capture_default_str();
   cmd->add_option("--copy-gib", f->copy_gib, "size of the copy that measures the bandwidth ceiling (GiB)")
       ->capture_default_str();
