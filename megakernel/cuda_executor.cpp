@@ -256,6 +256,11 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                               d.control.as<cuda::RunControl>()};
   if (opt.cuda_mode == CudaMode::Graph) d.capture_step_graph();
   logits_.resize(g.views[g.io.logits].cols);
+  // The counters', control block's and progress' cudaMemsets above run on the legacy default
+  // stream, which the executor's non-blocking stream does not wait for: without this, a
+  // first run could start on memory still holding an earlier owner's bytes and see the
+  // zeros land mid-run (waits that never end, or tasks that run before their inputs).
+  SP_CUDA(cudaDeviceSynchronize());
 }
 
 CudaExecutor::~CudaExecutor() = default;

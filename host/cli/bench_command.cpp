@@ -30,6 +30,7 @@ struct BenchFlags {
   uint32_t tokens = 32;
   uint32_t reps = 5;
   double copy_gib = 4;
+  uint32_t rows_per_tile = 0;   // GEMV / GATE_UP rows a task; 0 = the builder's choice
   bool json = false;
 };
 
@@ -116,6 +117,7 @@ void bench(const BenchFlags& f) {
                                         : std::vector<std::string>{executor_kind_name(base.kind)};
   BuildOptions build;
   build.context = max_pos + f.tokens + 1;
+  build.rows_per_tile = f.rows_per_tile;
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
@@ -197,6 +199,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
+      ->capture_default_str();
+  cmd->add_option("--rows-per-tile", f->rows_per_tile,
+                  "output rows of each GEMV / GATE_UP task; 0 = the graph builder's choice")
       ->capture_default_str();
   cmd->add_option("--copy-gib", f->copy_gib, "size of the copy that measures the bandwidth ceiling (GiB)")
       ->capture_default_str();
