@@ -2,15 +2,20 @@
 // (push constants hold the tables, the view table holds arena offsets), so no descriptor
 // limits apply (lavapipe caps one storage-buffer binding at 128 MiB).
 //
-// Data that tasks exchange (activations, caches, step state, counters, the control block) is
-// `devicecoherent`; weights and the graph's tables are read-only and may be cached.
+// Data that tasks exchange (activations, caches, step state, counters, the control block) has
+// `nonprivate` members: under the Vulkan memory model only non-private accesses are ordered by
+// the protocol's barriers (sync_buffers), which make them available and visible at device
+// scope. (`devicecoherent` on the block would say the same, but glslang 11.13 drops it on
+// buffer_reference blocks, KhronosGroup/glslang#3386: every access was private, and NVIDIA's
+// driver then gave wrong, run-to-run different results.) Weights and the graph's tables are
+// read-only and may be cached.
 #ifndef SP_MEMORY_GLSL
 #define SP_MEMORY_GLSL
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer ConstWords { uint w[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer ConstHalves { uint16_t h[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) devicecoherent buffer Words { uint w[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) devicecoherent buffer Halves { uint16_t h[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { nonprivate uint w[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer Halves { nonprivate uint16_t h[]; };
 
 layout(push_constant) uniform Push {
   layout(offset = SP_PUSH_tasks) ConstWords tasks;

@@ -4,9 +4,13 @@
 #ifndef SP_OP_QK_NORM_ROPE_GLSL
 #define SP_OP_QK_NORM_ROPE_GLSL
 
-// The step's position, or a failure when it is past the KV capacity (then false).
+// The step's position, or a failure when it is past the KV capacity (then false). One read for
+// the workgroup: the loops that follow hold barriers, so every invocation must see one value.
+// Call in uniform control flow.
 bool position_in_range(out uint position) {
-  position = step_state().w[SP_STATE_position];
+  if (invocation() == 0u) s_position = step_state().w[SP_STATE_position];
+  sync_shared();
+  position = s_position;
   const uint context = param(SP_PARAMS_context);
   if (position < context) return true;
   fail_task(SP_FAIL_POSITION_RANGE, position, context);

@@ -51,8 +51,9 @@ void report_failure(uint kind, uint task, uint step, uint value, uint target) {
   atomicExchange(pc.control.w[SP_CONTROL_abort], 1u);
 }
 
-// The task the workgroup runs and its step, set by invocation 0 for every invocation.
-shared uint s_task, s_step;
+// The task the workgroup runs and its step, set by invocation 0 for every invocation; the
+// step's position, read once for the workgroup by tiles whose barrier count depends on it.
+shared uint s_task, s_step, s_position;
 
 // A tile's operand is out of range: invocation 0 records it; the caller skips the writes.
 void fail_task(uint kind, uint value, uint target) {

@@ -23,11 +23,11 @@ uint warps() { return gl_WorkGroupSize.x / LANES; }
 void sync_shared() { barrier(); }
 
 // Around a task, the protocol's fences: before the signal it releases every invocation's
-// writes of the tile; after the wait it acquires what the counter's producers released, for
-// every invocation's reads.
+// writes of the tile, made available at device scope; after the wait it acquires what the
+// counter's producers released, made visible to every invocation's reads.
 void sync_buffers() {
   controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                 gl_SemanticsAcquireRelease);
+                 gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
 }
 
 void butterfly_level(uint off) {

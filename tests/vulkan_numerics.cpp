@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -127,4 +128,43 @@ TEST_CASE("vulkan: every float add, subtract and multiply in the shaders is mark
     for (uint32_t id : arithmetic) bare += !decorated.count(id);
     CHECK(bare == 0);
   }
+}
+
+// What tasks exchange must be non-private, or the protocol's barriers order none of it (under
+// the Vulkan memory model; glslang drops `devicecoherent` on buffer_reference blocks): every
+// load and store through a writable physical-storage-buffer block carries NonPrivatePointer.
+TEST_CASE("vulkan: every access to a writable buffer-reference block is non-private") {
+  constexpr uint32_t kOpTypeStruct = 30, kOpTypePointer = 32, kOpMemberDecorate = 72, kOpLoad = 61, kOpStore = 62,
+                     kOpAccessChain = 65, kOpInBoundsAccessChain = 66, kNonWritable = 24,
+                     kPhysicalStorageBuffer = 5349, kNonPrivatePointer = 0x20;
+  const std::span<const uint32_t> words = shaders::persistent();
+  std::set<uint32_t> structs, read_only;
+  std::map<uint32_t, uint32_t> pointee, type_of, base_of;  // pointer type -> struct; id -> type; chain -> base
+  size_t checked = 0, private_accesses = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 5; i < words.size() && (words[i] >> 16) != 0; i += words[i] >> 16) {
+      const uint32_t op = words[i] & 0xffffu, n = words[i] >> 16;
+      if (pass == 0) {
+        if (op == kOpTypeStruct) structs.insert(words[i + 1]);
+        if (op == kOpMemberDecorate && words[i + 3] == kNonWritable) read_only.insert(words[i + 1]);
+        if (op == kOpTypePointer && words[i + 2] == kPhysicalStorageBuffer) pointee[words[i + 1]] = words[i + 3];
+        if (op == kOpLoad) type_of[words[i + 2]] = words[i + 1];
+        if (op == kOpAccessChain || op == kOpInBoundsAccessChain) base_of[words[i + 2]] = words[i + 3];
+        continue;
+      }
+      if (op != kOpLoad && op != kOpStore) continue;
+      const uint32_t pointer = op == kOpLoad ? words[i + 3] : words[i + 1];
+      const uint32_t operands_at = op == kOpLoad ? 4 : 3;
+      const auto base = base_of.find(pointer);
+      if (base == base_of.end()) continue;
+      const auto type = type_of.find(base->second);
+      if (type == type_of.end()) continue;
+      const auto block = pointee.find(type->second);
+      if (block == pointee.end() || !structs.count(block->second) || read_only.count(block->second)) continue;
+      ++checked;
+      const uint32_t operands = n > operands_at ? words[i + operands_at] : 0u;
+      if (!(operands & kNonPrivatePointer)) ++private_accesses;
+    }
+  CHECK(checked > 20);  // activations, caches, partials, step state, argmax slots
+  CHECK(private_accesses == 0);
 }
