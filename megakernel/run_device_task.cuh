@@ -30,12 +30,6 @@ __device__ inline void run_device_task(const SpTask& t, const TileContext& c, co
   }
 }
 
-__device__ inline uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ inline uint32_t sm_id() {
   uint32_t id;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));

@@ -69,11 +69,6 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-__device__ __forceinline__ uint64_t stream_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ __forceinline__ StreamGeom stream_geom_of(const StreamTask& t) {
   return stream_geom(t.K, t.r1 - t.r0, t.w1 ? 2u : 1u);
@@ -184,9 +179,9 @@ class WeightStream {
     const uint32_t n = s_->n, slot = consumed_ % n, parity = (consumed_ / n) & 1u;
     const uint32_t bar = s_->bars + 8 * slot;
     if (!landed(bar, parity)) {
-      const uint64_t start = stream_timer_ns();
+      const uint64_t start = global_timer_ns();
       for (uint32_t spin = 1; !landed(bar, parity); ++spin)
-        if ((spin & 1023u) == 0 && stream_timer_ns() - start > watchdog_ns_) {
+        if ((spin & 1023u) == 0 && global_timer_ns() - start > watchdog_ns_) {
           if (threadIdx.x == 0)
             report_failure(control_, {kFailStream, blockIdx.x, 0, slot, consumed_, s_->issued});
           break;
@@ -208,10 +203,10 @@ class WeightStream {
     if ((threadIdx.x & 31u) == 0) asm volatile("cp.async.wait_all;" ::: "memory");
     __syncwarp();
     const uint32_t n = s_->n, issued = s_->issued, bars = s_->bars;
-    const uint64_t start = stream_timer_ns();
+    const uint64_t start = global_timer_ns();
     for (uint32_t q = consumed_; q != issued; ++q)
       while (!mbar_try_wait(bars + 8 * (q % n), (q / n) & 1u))
-        if (stream_timer_ns() - start > watchdog_ns_) return;
+        if (global_timer_ns() - start > watchdog_ns_) return;
   }
 
  private:

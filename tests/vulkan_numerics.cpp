@@ -71,6 +71,21 @@ std::string hex(uint32_t u) {
 
 bool is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
 
+// Calls f(opcode, operands) for every instruction of a SPIR-V module, after its 5-word header
+// (each instruction: word count << 16 | opcode, then its operands). False when the word counts
+// do not add up to the module's length.
+template <class F>
+bool for_each_instruction(std::span<const uint32_t> words, F&& f) {
+  size_t i = 5;
+  while (i < words.size()) {
+    const uint32_t count = words[i] >> 16;
+    if (count == 0 || i + count > words.size()) return false;
+    f(words[i] & 0xffffu, words.subspan(i + 1, count - 1));
+    i += count;
+  }
+  return i == words.size();
+}
+
 // Compares with the host; a NaN matches a NaN (payloads are the hardware's business).
 void check_against_host(Function f, const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, float (*host)(float, float)) {
   const std::vector<uint32_t> got = on_device(f, a, b);
@@ -114,15 +129,10 @@ TEST_CASE("vulkan: every float add, subtract and multiply in the shaders is mark
     CAPTURE(name);
     constexpr uint32_t kOpDecorate = 71, kNoContraction = 42, kOpFAdd = 129, kOpFSub = 131, kOpFMul = 133;
     std::set<uint32_t> decorated, arithmetic;
-    size_t i = 5;  // after the header: (word count << 16 | opcode), operands
-    while (i < words.size()) {
-      const uint32_t count = words[i] >> 16, op = words[i] & 0xffffu;
-      if (count == 0) break;
-      if (op == kOpDecorate && words[i + 2] == kNoContraction) decorated.insert(words[i + 1]);
-      if (op == kOpFAdd || op == kOpFSub || op == kOpFMul) arithmetic.insert(words[i + 2]);  // result id
-      i += count;
-    }
-    REQUIRE(i == words.size());  // every instruction was read
+    REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
+      if (op == kOpDecorate && o[1] == kNoContraction) decorated.insert(o[0]);
+      if (op == kOpFAdd || op == kOpFSub || op == kOpFMul) arithmetic.insert(o[1]);  // result id
+    }));
     CHECK(!arithmetic.empty());
     size_t bare = 0;
     for (uint32_t id : arithmetic) bare += !decorated.count(id);
@@ -141,30 +151,27 @@ TEST_CASE("vulkan: every access to a writable buffer-reference block is non-priv
   std::set<uint32_t> structs, read_only;
   std::map<uint32_t, uint32_t> pointee, type_of, base_of;  // pointer type -> struct; id -> type; chain -> base
   size_t checked = 0, private_accesses = 0;
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t i = 5; i < words.size() && (words[i] >> 16) != 0; i += words[i] >> 16) {
-      const uint32_t op = words[i] & 0xffffu, n = words[i] >> 16;
-      if (pass == 0) {
-        if (op == kOpTypeStruct) structs.insert(words[i + 1]);
-        if (op == kOpMemberDecorate && words[i + 3] == kNonWritable) read_only.insert(words[i + 1]);
-        if (op == kOpTypePointer && words[i + 2] == kPhysicalStorageBuffer) pointee[words[i + 1]] = words[i + 3];
-        if (op == kOpLoad) type_of[words[i + 2]] = words[i + 1];
-        if (op == kOpAccessChain || op == kOpInBoundsAccessChain) base_of[words[i + 2]] = words[i + 3];
-        continue;
-      }
-      if (op != kOpLoad && op != kOpStore) continue;
-      const uint32_t pointer = op == kOpLoad ? words[i + 3] : words[i + 1];
-      const uint32_t operands_at = op == kOpLoad ? 4 : 3;
-      const auto base = base_of.find(pointer);
-      if (base == base_of.end()) continue;
-      const auto type = type_of.find(base->second);
-      if (type == type_of.end()) continue;
-      const auto block = pointee.find(type->second);
-      if (block == pointee.end() || !structs.count(block->second) || read_only.count(block->second)) continue;
-      ++checked;
-      const uint32_t operands = n > operands_at ? words[i + operands_at] : 0u;
-      if (!(operands & kNonPrivatePointer)) ++private_accesses;
-    }
+  REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
+    if (op == kOpTypeStruct) structs.insert(o[0]);
+    if (op == kOpMemberDecorate && o[2] == kNonWritable) read_only.insert(o[0]);
+    if (op == kOpTypePointer && o[1] == kPhysicalStorageBuffer) pointee[o[0]] = o[2];
+    if (op == kOpLoad) type_of[o[1]] = o[0];
+    if (op == kOpAccessChain || op == kOpInBoundsAccessChain) base_of[o[1]] = o[2];
+  }));
+  REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
+    if (op != kOpLoad && op != kOpStore) return;
+    const uint32_t pointer = op == kOpLoad ? o[2] : o[0];
+    const size_t memory_operands = op == kOpLoad ? 3 : 2;
+    const auto base = base_of.find(pointer);
+    if (base == base_of.end()) return;
+    const auto type = type_of.find(base->second);
+    if (type == type_of.end()) return;
+    const auto block = pointee.find(type->second);
+    if (block == pointee.end() || !structs.count(block->second) || read_only.count(block->second)) return;
+    ++checked;
+    const uint32_t operands = o.size() > memory_operands ? o[memory_operands] : 0u;
+    if (!(operands & kNonPrivatePointer)) ++private_accesses;
+  }));
   CHECK(checked > 20);  // activations, caches, partials, step state, argmax slots
   CHECK(private_accesses == 0);
 }
