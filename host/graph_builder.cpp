@@ -88,12 +88,13 @@ class Builder {
   void split(uint32_t n, uint32_t per, F&& f) {
     for (uint32_t t0 = 0; t0 < n; t0 += per) f(t0, std::min(n, t0 + per));
   }
-  uint32_t rows_per_tile(uint32_t rows) const {
-    return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(rows);
+  // Rows per task of a projection stage with `stage_rows` output rows in all.
+  uint32_t rows_per_task(uint32_t stage_rows) const {
+    return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(stage_rows, opt_.stage_tasks);
   }
-  void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t x,
+  void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t per, uint32_t x,
             uint32_t norm, uint32_t out, uint32_t residual) {
-    split(rows, rows_per_tile(rows), [&](uint32_t r0, uint32_t r1) {
+    split(rows, per, [&](uint32_t r0, uint32_t r1) {
       add_task(st, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, layer, r0, r1,
                {W, x, norm, out, residual, 0u, SP_NO_VIEW});
     });
@@ -115,6 +116,8 @@ Graph Builder::build() {
   if (opt_.context > c.max_position)
     throw Error("context " + std::to_string(opt_.context) + " exceeds the model's limit " +
                 std::to_string(c.max_position) + " (max_position_embeddings)");
+  if (opt_.rows_per_tile == 0 && opt_.stage_tasks == 0)
+    throw Error("stage_tasks must be at least 1 (or rows_per_tile given)");
   const uint32_t chunks = opt_.attn_chunks ? opt_.attn_chunks : attn_chunks_for_context(ctx, Hkv);
   const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
 
@@ -186,9 +189,10 @@ Graph Builder::build() {
     const uint32_t vc = alloc(tag + "v_cache", SP_ARENA_KV, SP_BF16, Hkv * ctx, D);
 
     Stage s_qkv = begin_stage(tag + "qkv");
-    gemv(s_qkv, prev, l, wq, Hq * D, h, in_norm, q_part, SP_NO_VIEW);
-    gemv(s_qkv, prev, l, wk, Hkv * D, h, in_norm, k_part, SP_NO_VIEW);
-    gemv(s_qkv, prev, l, wv, Hkv * D, h, in_norm, v_part, SP_NO_VIEW);
+    const uint32_t qkv_per = rows_per_task(qkv_rows);
+    gemv(s_qkv, prev, l, wq, Hq * D, qkv_per, h, in_norm, q_part, SP_NO_VIEW);
+    gemv(s_qkv, prev, l, wk, Hkv * D, qkv_per, h, in_norm, k_part, SP_NO_VIEW);
+    gemv(s_qkv, prev, l, wv, Hkv * D, qkv_per, h, in_norm, v_part, SP_NO_VIEW);
 
     Stage s_rope = begin_stage(tag + "qk_norm_rope");
     split(heads_total, heads_per_task, [&](uint32_t t0, uint32_t t1) {
@@ -206,21 +210,21 @@ Graph Builder::build() {
     });
 
     Stage s_o = begin_stage(tag + "o_proj");
-    gemv(s_o, s_merge, l, wo, H, attn_out, SP_NO_VIEW, h, h);
+    gemv(s_o, s_merge, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h);
 
     Stage s_gu = begin_stage(tag + "gate_up");
-    split(I, rows_per_tile(I), [&](uint32_t r0, uint32_t r1) {
+    split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
       add_task(s_gu, s_o, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act});
     });
 
     Stage s_down = begin_stage(tag + "down");
-    gemv(s_down, s_gu, l, wd, H, act, SP_NO_VIEW, h, h);
+    gemv(s_down, s_gu, l, wd, H, rows_per_task(H), act, SP_NO_VIEW, h, h);
     prev = s_down;
   }
 
   const uint32_t final_norm = weight("model.norm.weight", {H});
   const uint32_t lm = weight("lm_head.weight", {V, H});
-  const uint32_t lm_rows = rows_per_tile(V);
+  const uint32_t lm_rows = rows_per_task(V);
   const uint32_t slots = ceil_div(V, lm_rows);
   const uint32_t argmax = alloc("argmax_partials", SP_ARENA_WORK, SP_U32, slots, 2);
   Stage s_lm = begin_stage("lm_head");
@@ -243,8 +247,8 @@ Graph Builder::build() {
 
 }  // namespace
 
-uint32_t rows_per_task_for(uint32_t rows) {
-  return uint32_t(align_up(std::max(8u, ceil_div(rows, 256)), 8));
+uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks) {
+  return uint32_t(align_up(std::max(8u, ceil_div(rows, stage_tasks)), 8));
 }
 
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads) {

@@ -7,20 +7,26 @@
 
 namespace spindle {
 
+// One task per worker of a 132-SM GPU and stage: a task boundary costs a persistent worker
+// about 2 µs (docs/JOURNAL.md, third session), so a worker should meet one per stage.
+constexpr uint32_t kDefaultStageTasks = 132;
+
 struct BuildOptions {
   uint32_t context = 0;        // KV capacity in positions; 0 = the config's max_position
   uint32_t max_steps = 0;      // forced/out token capacity; 0 = context
   uint32_t attn_chunks = 0;    // chunks per kv head in attention; 0 = chosen from the context
                                // (attn_chunks_for_context)
-  uint32_t rows_per_tile = 0;  // rows per GEMV / GATE_UP task; 0 = chosen from the shapes
-                               // (rows_per_task_for)
+  uint32_t rows_per_tile = 0;  // rows per GEMV / GATE_UP task; 0 = chosen from the stage's
+                               // rows and stage_tasks (rows_per_task_for)
+  uint32_t stage_tasks = kDefaultStageTasks;  // GEMV / GATE_UP tasks a stage is split into, about
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8
-// (one row per warp of a 256-thread CUDA block), about 256 tasks for a big matrix, so every
-// worker of a 132-SM GPU gets one or two per stage. Chunks per kv head: about 256 positions
-// each at the full context, at most 128 attention tasks in all (one wave on such a GPU).
-uint32_t rows_per_task_for(uint32_t rows);
+// (one row per warp of a 256-thread CUDA block), so that a projection stage of `rows` output
+// rows (q, k and v together) has about `stage_tasks` tasks. Chunks per kv head: about 256
+// positions each at the full context, at most 128 attention tasks in all (one wave on such a
+// GPU).
+uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks);
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
 
 // Throws spindle::Error when the family is not one the builder supports yet, or when the

@@ -42,13 +42,12 @@ const std::vector<Variant>& variants() {
        with([](auto& t) { t.stream_stages = 4; t.stream_spin = true; })},
       {"megakernel static, stream 6 spin evict-first", CudaMode::Megakernel, ScheduleKind::Static,
        with([](auto& t) { t.stream_stages = 6; t.stream_spin = true; t.evict_first = true; })},
-      {"megakernel static, no input cache", CudaMode::Megakernel, ScheduleKind::Static, with([](auto& t) { t.input_cache = false; })},
-      {"megakernel static, release per task", CudaMode::Megakernel, ScheduleKind::Static, with([](auto& t) { t.merge_release = false; })},
+      {"megakernel static, prefetch 64 KB", CudaMode::Megakernel, ScheduleKind::Static,
+       with([](auto& t) { t.prefetch_bytes = 64 << 10; })},
+      {"megakernel static, prefetch 256 KB", CudaMode::Megakernel, ScheduleKind::Static,
+       with([](auto& t) { t.prefetch_bytes = 256 << 10; })},
       {"megakernel ticket", CudaMode::Megakernel, ScheduleKind::Ticket, {}},
-      {"megakernel ticket, sleep 0-64", CudaMode::Megakernel, ScheduleKind::Ticket,
-       with([](auto& t) { t.first_sleep_ns = 0; t.max_sleep_ns = 64; })},
-      {"megakernel ticket, stream 4 spin", CudaMode::Megakernel, ScheduleKind::Ticket,
-       with([](auto& t) { t.stream_stages = 4; t.stream_spin = true; })},
+      {"megakernel ticket, claim ahead", CudaMode::Megakernel, ScheduleKind::Ticket, with([](auto& t) { t.claim_ahead = true; })},
       {"per-op", CudaMode::PerOp, ScheduleKind::Ticket, {}},
       {"cuda graph", CudaMode::Graph, ScheduleKind::Ticket, {}},
   };
@@ -110,9 +109,10 @@ void trace_summary(const std::string& model, const Graph& g, const ModelWeights&
                 << "% of " << (last - first) / 1e3 << " us");
 }
 
-// Device ms per token of each variant on `model`, for each rows-per-tile choice of the graph
-// builder (0 = its default), measured twice to show the spread.
-void time_variants(const std::string& model, uint32_t context, std::initializer_list<uint32_t> rows_per_tile) {
+// Device ms per token of each variant on `model`, for each stage_tasks choice of the graph
+// builder (every variant at the first, the static megakernel and the CUDA graph at the
+// others), measured twice to show the spread.
+void time_variants(const std::string& model, uint32_t context, std::initializer_list<uint32_t> stage_tasks) {
   const double gbs = measure_copy_bandwidth_gbs(size_t(4) << 30);
   LoadOptions lo;
   lo.fill_host = false;  // the CUDA executor generates synthetic weights on the device
@@ -122,14 +122,15 @@ void time_variants(const std::string& model, uint32_t context, std::initializer_
                 << " ms/token");
   constexpr uint32_t kTokens = 64;
   std::vector<uint32_t> first_tokens;
-  for (uint32_t rows : rows_per_tile) {
+  for (uint32_t tasks : stage_tasks) {
+    const bool first = tasks == *stage_tasks.begin();
     BuildOptions b;
     b.context = context;
-    b.rows_per_tile = rows;
+    b.stage_tasks = tasks;
     const Graph g = build_decode_graph(w, b);
-    if (rows == 0) trace_summary(model, g, w);
+    if (first) trace_summary(model, g, w);
     for (const Variant& v : variants()) {
-      if (rows != 0 && v.name != std::string("megakernel static") && v.name != std::string("cuda graph")) continue;
+      if (!first && v.name != std::string("megakernel static") && v.name != std::string("cuda graph")) continue;
       CudaExecutor ex(g, w, options(v), v.tuning);
       double ms[2];
       std::vector<uint32_t> tokens;
@@ -140,10 +141,10 @@ void time_variants(const std::string& model, uint32_t context, std::initializer_
           m = ex.last_run_device_ms() / kTokens;
         }
       } catch (const Error& e) {
-        FAIL_CHECK(model << " rows/tile " << rows << " " << std::string(v.name) << ": " << e.what());
+        FAIL_CHECK(model << " stage tasks " << tasks << " " << std::string(v.name) << ": " << e.what());
         continue;
       }
-      MESSAGE(model << " rows/tile " << rows << " (" << g.tasks.size() << " tasks) " << std::string(v.name) << ": "
+      MESSAGE(model << " stage tasks " << tasks << " (" << g.tasks.size() << " tasks) " << std::string(v.name) << ": "
                     << ms[0] << ", " << ms[1] << " ms/token, " << floor_ms / ms[0] * 100 << "% of the floor ["
                     << ex.describe() << "]");
       if (first_tokens.empty()) first_tokens = tokens;
@@ -155,6 +156,6 @@ void time_variants(const std::string& model, uint32_t context, std::initializer_
 }  // namespace
 
 TEST_CASE("timing: ms per token of each CUDA mode and megakernel tuning" * doctest::skip()) {
-  time_variants("synthetic:qwen3-0.6b", 4096, {0, 16, 32});
-  time_variants("synthetic:qwen3-8b", 4096, {0, 16});
+  time_variants("synthetic:qwen3-0.6b", 4096, {kDefaultStageTasks, 2 * kDefaultStageTasks});
+  time_variants("synthetic:qwen3-8b", 4096, {kDefaultStageTasks, 2 * kDefaultStageTasks});
 }

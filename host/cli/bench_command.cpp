@@ -30,7 +30,7 @@ struct BenchFlags {
   uint32_t tokens = 32;
   uint32_t reps = 5;
   double copy_gib = 4;
-  uint32_t rows_per_tile = 0;   // GEMV / GATE_UP rows a task; 0 = the builder's choice
+  BuildOptions build;           // the tiling options; the context is set from the positions
   bool json = false;
 };
 
@@ -115,9 +115,8 @@ void bench(const BenchFlags& f) {
   const bool cuda = base.kind == ExecutorKind::Cuda;
   std::vector<std::string> modes = cuda ? split_list(f.modes.empty() ? "megakernel,per-op,graph" : f.modes)
                                         : std::vector<std::string>{executor_kind_name(base.kind)};
-  BuildOptions build;
+  BuildOptions build = f.build;
   build.context = max_pos + f.tokens + 1;
-  build.rows_per_tile = f.rows_per_tile;
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
@@ -200,9 +199,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
       ->capture_default_str();
-  cmd->add_option("--rows-per-tile", f->rows_per_tile,
-                  "output rows of each GEMV / GATE_UP task; 0 = the graph builder's choice")
-      ->capture_default_str();
+  add_tiling_options(*cmd, f->build);
   cmd->add_option("--copy-gib", f->copy_gib, "size of the copy that measures the bandwidth ceiling (GiB)")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the results as JSON");

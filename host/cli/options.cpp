@@ -22,6 +22,16 @@ void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& whe
       ->capture_default_str();
 }
 
+void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
+  cmd.add_option("--rows-per-tile", build.rows_per_tile,
+                 "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
+      ->capture_default_str();
+  cmd.add_option("--stage-tasks", build.stage_tasks,
+                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+}
+
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--executor,-e", flags.executor,
                  "auto (cuda when a GPU is usable, else threaded), sequential, fp64 (sequential "

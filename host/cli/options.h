@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "host/executor.h"
+#include "host/graph_builder.h"
 
 namespace spindle::cli {
 
@@ -18,6 +19,9 @@ void add_model_option(CLI::App& cmd, std::string& model);
 
 // --context; `when_zero` says what the command does without it.
 void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
+
+// --rows-per-tile and --stage-tasks: how the graph splits its projection stages into tasks.
+void add_tiling_options(CLI::App& cmd, BuildOptions& build);
 
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {

@@ -1,0 +1,90 @@
+// How the builder splits projection stages into tasks (BuildOptions::stage_tasks and
+// rows_per_tile), and that the split never changes a result: every row's dot is computed the
+// same way whichever task holds it.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "host/executor.h"
+#include "tests/executors_fixture.h"
+
+using namespace spindle;
+
+namespace {
+
+Graph tiny_graph(uint32_t stage_tasks, uint32_t rows_per_tile = 0) {
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.stage_tasks = stage_tasks;
+  o.rows_per_tile = rows_per_tile;
+  return build_decode_graph(tiny_model().weights, o);
+}
+
+// The [tile_begin, tile_end) row ranges of the tasks that signal `stage`.
+std::vector<std::pair<uint32_t, uint32_t>> stage_tiles(const Graph& g, const std::string& stage) {
+  std::vector<std::pair<uint32_t, uint32_t>> tiles;
+  for (const SpTask& t : g.tasks)
+    if (g.counter_names[t.signal_counter] == stage) tiles.push_back({t.tile_begin, t.tile_end});
+  return tiles;
+}
+
+}  // namespace
+
+TEST_CASE("rows per task: a multiple of 8, at least 8, the fewest that give at most stage_tasks tasks") {
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t rows = 1 + rng() % 200000, stage_tasks = 1 + rng() % 1000;
+    const uint32_t per = rows_per_task_for(rows, stage_tasks);
+    CAPTURE(rows);
+    CAPTURE(stage_tasks);
+    CHECK(per % 8 == 0);
+    CHECK(per >= 8);
+    const uint32_t tasks = (rows + per - 1) / per;
+    if (per > 8) {
+      CHECK(tasks <= stage_tasks);
+      CHECK((rows + per - 9) / (per - 8) > stage_tasks);  // 8 rows fewer would need more tasks
+    }
+  }
+}
+
+TEST_CASE("a projection stage of several matrices is split by its rows in all") {
+  const ModelConfig& c = tiny_model().weights.config;
+  const uint32_t q_rows = c.n_heads * c.head_dim, kv_rows = c.n_kv_heads * c.head_dim;
+  for (uint32_t stage_tasks : {1u, 3u, 5u, 132u}) {
+    CAPTURE(stage_tasks);
+    const Graph g = tiny_graph(stage_tasks);
+    const uint32_t per = rows_per_task_for(q_rows + 2 * kv_rows, stage_tasks);
+    const auto tiles = stage_tiles(g, "L0.qkv");
+    uint32_t covered = 0;
+    for (const auto& [b, e] : tiles) {
+      CHECK(e - b <= per);
+      covered += e - b;
+    }
+    CHECK(covered == q_rows + 2 * kv_rows);
+    CHECK(tiles.size() <= stage_tasks + 2);  // q, k and v each end with a partial task at most
+    for (const auto& [b, e] : stage_tiles(g, "L0.gate_up")) CHECK(e - b <= rows_per_task_for(c.intermediate, stage_tasks));
+  }
+}
+
+TEST_CASE("rows_per_tile overrides stage_tasks; stage_tasks 0 without it is refused") {
+  for (const auto& [b, e] : stage_tiles(tiny_graph(132, 16), "L0.down")) CHECK(e - b <= 16);
+  CHECK(stage_tiles(tiny_graph(132, 16), "L0.down").size() == (tiny_model().weights.config.hidden + 15) / 16);
+  CHECK(error_of([] { tiny_graph(0); }).find("stage_tasks must be at least 1") != std::string::npos);
+  CHECK(error_of([] { tiny_graph(0, 8); }) == "(no error)");
+}
+
+TEST_CASE("the tokens and logits do not depend on how the stages are split") {
+  const std::vector<uint32_t> prompt{3, 1, 4, 1, 5};
+  ExecutorOptions opt;
+  opt.kind = ExecutorKind::Threaded;
+  opt.workers = 3;
+  const Graph reference = tiny_graph(kDefaultStageTasks);
+  const Decoded expect = run_decode(reference, tiny_model().weights, opt, prompt, 6);
+  for (uint32_t stage_tasks : {1u, 2u, 7u, 1000u}) {
+    CAPTURE(stage_tasks);
+    const Graph g = tiny_graph(stage_tasks);
+    check_same(run_decode(g, tiny_model().weights, opt, prompt, 6), expect);
+  }
+  check_same(run_decode(tiny_graph(kDefaultStageTasks, 24), tiny_model().weights, opt, prompt, 6), expect);
+}
