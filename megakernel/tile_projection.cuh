@@ -129,20 +129,25 @@ __device__ inline ArgmaxPartial block_argmax(ArgmaxPartial mine, uint8_t* smem) 
 }
 
 // Calls f.template operator()<R>(r) on groups of R of the rows first, first + stride, … below
-// end (R = 4, then 2, then 1), in increasing order: a warp's rows, several in flight at once.
-template <class F>
+// end (R = MaxR, then 2, then 1; MaxR is 4, 2 or 1), in increasing order: a warp's rows,
+// several in flight at once.
+template <int MaxR, class F>
 __device__ __forceinline__ void for_row_groups(uint32_t first, uint32_t end, uint32_t stride, F&& f) {
+  static_assert(MaxR == 4 || MaxR == 2 || MaxR == 1);
   uint32_t r = first;
-  for (; r + 3 * stride < end; r += 4 * stride) f.template operator()<4>(r);
-  if (r + stride < end) {
-    f.template operator()<2>(r);
-    r += 2 * stride;
-  }
-  if (r < end) f.template operator()<1>(r);
+  if constexpr (MaxR == 4)
+    for (; r + 3 * stride < end; r += 4 * stride) f.template operator()<4>(r);
+  if constexpr (MaxR >= 2)
+    for (; r + stride < end; r += 2 * stride) f.template operator()<2>(r);
+  for (; r < end; r += stride) f.template operator()<1>(r);
 }
 
-// Loads in flight per lane across a group's weight rows.
+// Loads in flight per lane across a group's weight rows, and the most rows (GEMV) or row pairs
+// (GATE_UP) a group holds. Measured on qwen3-8b (docs/JOURNAL.md, third session): GATE_UP with
+// 2 pairs x 2 loads a row is 7% faster than 4 pairs x 1, or 1 pair x 4; GEMV with 4 rows x 2
+// beats 2 x 4 and 1 x 8; 12 loads in flight spill.
 constexpr int kLoadsInFlight = 8;
+constexpr int kGemvGroupRows = 4, kGateUpGroupRows = 2;
 
 // Lane l's part of the canonical dot of U row-units of one stream stage against the input:
 // unit u's segment starts at unit0 + u * unit_bytes, the input's at nseg; len elements (a
@@ -219,7 +224,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
       ws.release_stage();
     }
   } else {
-    for_row_groups(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
+    for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
       const bf16* rows[R];
       for (int i = 0; i < R; ++i) rows[i] = w + size_t(r0 + i * stride) * W.row_stride;
       float dots[R];
@@ -263,7 +268,7 @@ __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_
     }
     return;
   }
-  for_row_groups(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
+  for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
     const bf16* rows[2 * R];  // gate and up row of each output row
     for (int i = 0; i < R; ++i) {
       rows[2 * i] = wg + size_t(r0 + i * stride) * Wg.row_stride;
