@@ -12,12 +12,21 @@
 namespace spindle::cuda {
 
 // Where an operand lives, which decides how it is read:
-//  Weight: read-only for the whole launch (weights, the RoPE table): the non-coherent path
+//  Weight: read-only for the whole launch (weight matrices, embedding rows): the non-coherent path
 //          without L1 allocation, since it streams through once.
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
+//  Resident: read-only and small, read by every block at every layer or step (norm weights,
+//          the RoPE table): kept in L2 with an evict-last policy, since the streamed weights
+//          would evict them between two uses and each block would wait on HBM for them.
 //  Shared: this block's shared memory.
-enum class Src { Weight, Data, Shared };
+enum class Src { Weight, Data, Resident, Shared };
+
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
 
 template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
@@ -26,6 +35,12 @@ __device__ __forceinline__ uint4 load16(const void* p) {
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
+    return v;
+  } else if constexpr (S == Src::Resident) {
+    uint4 v;
+    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(l2_evict_last()));
     return v;
   } else if constexpr (S == Src::Data) {
     return __ldcg(reinterpret_cast<const uint4*>(p));
@@ -37,7 +52,11 @@ __device__ __forceinline__ uint4 load16(const void* p) {
 template <Src S>
 __device__ __forceinline__ bf16 load_bf16(const bf16* p) {
   if constexpr (S == Src::Weight) return __ldg(reinterpret_cast<const unsigned short*>(p));
-  else if constexpr (S == Src::Data) return __ldcg(reinterpret_cast<const unsigned short*>(p));
+  else if constexpr (S == Src::Resident) {
+    unsigned short v;
+    asm("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_evict_last()));
+    return v;
+  } else if constexpr (S == Src::Data) return __ldcg(reinterpret_cast<const unsigned short*>(p));
   else return *p;
 }
 

@@ -55,7 +55,7 @@ __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const 
       const uint32_t v = threadIdx.x + i * blockDim.x;
       if (v < nvec) {
         xv[i] = load16<Src::Data>(x + v * kDotVec);
-        if (norm_w) wv[i] = load16<Src::Weight>(norm_w + v * kDotVec);
+        if (norm_w) wv[i] = load16<Src::Resident>(norm_w + v * kDotVec);
       }
     }
 #pragma unroll
@@ -98,7 +98,7 @@ __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const 
       __syncthreads();
       for (uint32_t k = threadIdx.x; k < K; k += blockDim.x)
         n[k] = rms_norm_element<float>(widen<float>(n[k]), *inv,
-                                       widen<float>(load_bf16<Src::Weight>(norm_w + k)), p.norm_kind);
+                                       widen<float>(load_bf16<Src::Resident>(norm_w + k)), p.norm_kind);
       __syncthreads();
     }
   }
@@ -185,13 +185,26 @@ struct GemvOut {
   const bf16* residual;
 };
 
-// Lane 0: stores row r's output from its dot and offers it to the argmax.
-__device__ __forceinline__ void finish_gemv_row(const GemvOut& o, uint32_t r, float dot, ArgmaxPartial& best) {
-  bf16 y = to_bf16(dot);
-  if (o.residual) y = to_bf16(widen<float>(load_bf16<Src::Data>(o.residual + r)) + widen<float>(y));
-  if (o.f32_out) store_bf16(static_cast<float*>(o.out)[r], y);
-  else store_bf16(static_cast<bf16*>(o.out)[r], y);
-  argmax_offer(best, bf16_to_f32(y), r);
+// Lane 0: stores rows r0, r0 + stride, … (R of them) from their dots, each plus its residual
+// when there is one, and offers them to the argmax. Every residual is loaded before the first
+// store, so the group pays one L2 round trip, not R (the residual may alias out, but row r's
+// residual is only read for row r, before row r is stored).
+template <int R>
+__device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, uint32_t stride, const float (&dots)[R],
+                                                 ArgmaxPartial& best) {
+  bf16 residual[R];
+  if (o.residual)
+#pragma unroll
+    for (int i = 0; i < R; ++i) residual[i] = load_bf16<Src::Data>(o.residual + r0 + i * stride);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const uint32_t r = r0 + i * stride;
+    bf16 y = to_bf16(dots[i]);
+    if (o.residual) y = to_bf16(widen<float>(residual[i]) + widen<float>(y));
+    if (o.f32_out) store_bf16(static_cast<float*>(o.out)[r], y);
+    else store_bf16(static_cast<bf16*>(o.out)[r], y);
+    argmax_offer(best, bf16_to_f32(y), r);
+  }
 }
 
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
@@ -218,7 +231,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
         stream_seg_dot<1>(stage + stream_slot(geom, row, 0) * 2u, 0u, n + s.e0, s.len, acc);
         if (s.e0 + s.len == K) {
           const float dot = warp_butterfly_sum(acc[0]);
-          if (lane_id() == 0) finish_gemv_row(o, t.tile_begin + s.row_first + row, dot, best);
+          if (lane_id() == 0) finish_gemv_rows<1>(o, t.tile_begin + s.row_first + row, 0, {dot}, best);
         }
       }
       ws.release_stage();
@@ -230,7 +243,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
       float dots[R];
       warp_dot_rows<Src::Weight, Src::Shared, R, kLoadsInFlight / R>(rows, n, K, dots);
       if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
-      for (int i = 0; i < R; ++i) finish_gemv_row(o, r0 + i * stride, dots[i], best);
+      finish_gemv_rows<R>(o, r0, stride, dots, best);
     });
   }
   if (flags & 1u) {

@@ -39,12 +39,12 @@ __device__ inline void run_qk_norm_rope(const SpTask& t, const TileContext& c, c
     const float inv = rms_inverse<float>(warp_dot<Src::Data, Src::Data>(x, x, D), D, p.rms_eps);
     auto normed = [&](uint32_t d) {
       return rms_norm_element<float>(widen<float>(load_bf16<Src::Data>(x + d)), inv,
-                                     widen<float>(load_bf16<Src::Weight>(w + d)), p.norm_kind);
+                                     widen<float>(load_bf16<Src::Resident>(w + d)), p.norm_kind);
     };
     for (uint32_t i = lane_id(); i < half; i += 32)
       rope_pair<float>(widen<float>(normed(i)), widen<float>(normed(i + half)),
-                       widen<float>(load_bf16<Src::Weight>(rope_row + i)),
-                       widen<float>(load_bf16<Src::Weight>(rope_row + half + i)), out[i], out[i + half]);
+                       widen<float>(load_bf16<Src::Resident>(rope_row + i)),
+                       widen<float>(load_bf16<Src::Resident>(rope_row + half + i)), out[i], out[i + half]);
     for (uint32_t d = 2 * half + lane_id(); d < D; d += 32) out[d] = normed(d);
   }
 }
