@@ -87,6 +87,12 @@ std::string unusable_reason(VkPhysicalDevice p) {
   if (props.apiVersion < kApiVersion) return "needs Vulkan 1.2";
   if (compute_queue_family(p) == UINT32_MAX) return "no compute queue";
   if (!has_extension(p, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) return "no " VK_KHR_SHADER_CLOCK_EXTENSION_NAME;
+  VkPhysicalDeviceVulkan11Properties v11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &v11};
+  vkGetPhysicalDeviceProperties2(p, &props2);
+  if (!(v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+      !(v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
+    return "no subgroup shuffle in compute shaders";
   Features f;
   vkGetPhysicalDeviceFeatures2(p, &f.base);
   std::string missing;
@@ -152,7 +158,8 @@ DeviceTraits device_traits(VkPhysicalDevice p) {
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceVulkan12Properties v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
   if (has_extension(p, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) v12.pNext = &sm;
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &v12};
+  VkPhysicalDeviceVulkan11Properties v11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, &v12};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &v11};
   vkGetPhysicalDeviceProperties2(p, &props);
   const VkPhysicalDeviceLimits& limits = props.properties.limits;
   DeviceTraits t;
@@ -161,7 +168,39 @@ DeviceTraits device_traits(VkPhysicalDevice p) {
   t.max_shared_bytes = limits.maxComputeSharedMemorySize;
   t.max_workgroup_size = std::min(limits.maxComputeWorkGroupSize[0], limits.maxComputeWorkGroupInvocations);
   t.compute_units = sm.shaderSMCount;
+  t.subgroup_size = v11.subgroupSize;
+  t.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return t;
+}
+
+// Device `index`, or the best usable one for -1. Throws spindle::Error when there is none, or
+// it lacks what the executor needs.
+uint32_t choose_device(const std::vector<VkPhysicalDevice>& devices, int32_t index) {
+  if (devices.empty())
+    throw Error("vulkan executor: the Vulkan loader found no device (for the CPU driver install "
+                "mesa-vulkan-drivers, or point VK_DRIVER_FILES at a driver's ICD json)");
+  if (index >= int32_t(devices.size()))
+    throw Error("vulkan executor: there is no device " + std::to_string(index) + "; `spindle info` lists the " +
+                std::to_string(devices.size()) + " found");
+  if (index >= 0) {
+    if (const std::string why = unusable_reason(devices[size_t(index)]); !why.empty())
+      throw Error("vulkan executor: device " + std::to_string(index) + " cannot run it: " + why);
+    return uint32_t(index);
+  }
+  int best = INT32_MAX;
+  uint32_t chosen = 0;
+  for (uint32_t i = 0; i < devices.size(); ++i) {
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(devices[i], &props);
+    if (unusable_reason(devices[i]).empty() && preference(props.deviceType) < best) {
+      best = preference(props.deviceType);
+      chosen = i;
+    }
+  }
+  if (best == INT32_MAX)
+    throw Error("vulkan executor: none of the " + std::to_string(devices.size()) +
+                " Vulkan devices can run it; `spindle info` says why");
+  return chosen;
 }
 
 }  // namespace
@@ -207,30 +246,7 @@ Context::Context(int32_t index) {
   instance_ = make_instance();
   try {
     const std::vector<VkPhysicalDevice> devices = physical_devices(instance_);
-    if (devices.empty())
-      throw Error("vulkan executor: the Vulkan loader found no device (for the CPU driver install "
-                  "mesa-vulkan-drivers, or point VK_DRIVER_FILES at a driver's ICD json)");
-    if (index >= int32_t(devices.size()))
-      throw Error("vulkan executor: there is no device " + std::to_string(index) + "; `spindle info` lists the " +
-                  std::to_string(devices.size()) + " found");
-    if (index >= 0) {
-      if (const std::string why = unusable_reason(devices[size_t(index)]); !why.empty())
-        throw Error("vulkan executor: device " + std::to_string(index) + " cannot run it: " + why);
-      index_ = uint32_t(index);
-    } else {
-      int best = INT32_MAX;
-      for (uint32_t i = 0; i < devices.size(); ++i) {
-        VkPhysicalDeviceProperties props;
-        vkGetPhysicalDeviceProperties(devices[i], &props);
-        if (unusable_reason(devices[i]).empty() && preference(props.deviceType) < best) {
-          best = preference(props.deviceType);
-          index_ = i;
-        }
-      }
-      if (best == INT32_MAX)
-        throw Error("vulkan executor: none of the " + std::to_string(devices.size()) +
-                    " Vulkan devices can run it; `spindle info` says why");
-    }
+    index_ = choose_device(devices, index);
     physical_ = devices[index_];
     traits_ = device_traits(physical_);
     queue_family_ = compute_queue_family(physical_);
@@ -271,6 +287,13 @@ std::vector<VulkanDeviceInfo> list_vulkan_devices() {
   const std::vector<VkPhysicalDevice> devices = vk::physical_devices(guard.instance);
   for (uint32_t i = 0; i < devices.size(); ++i) out.push_back(vk::describe_device(devices[i], i));
   return out;
+}
+
+VulkanDeviceInfo chosen_vulkan_device(int32_t device) {
+  const vk::InstanceGuard guard{vk::make_instance()};
+  const std::vector<VkPhysicalDevice> devices = vk::physical_devices(guard.instance);
+  const uint32_t index = vk::choose_device(devices, device);
+  return vk::describe_device(devices[index], index);
 }
 
 }  // namespace spindle

@@ -21,6 +21,8 @@ struct DeviceTraits {
   uint32_t max_shared_bytes = 0;      // maxComputeSharedMemorySize
   uint32_t max_workgroup_size = 0;    // min of maxComputeWorkGroupSize[0] and ...Invocations
   uint32_t compute_units = 0;         // SMs where the driver says (NVIDIA), else 0
+  uint32_t subgroup_size = 0;         // invocations of a compute subgroup
+  bool cpu = false;                   // a CPU device (lavapipe)
   bool lavapipe() const { return driver == VK_DRIVER_ID_MESA_LLVMPIPE; }
 };
 

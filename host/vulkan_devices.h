@@ -23,6 +23,18 @@ struct VulkanDeviceInfo {
 // has no Vulkan executor, or when no Vulkan instance can be made (naming the VkResult).
 std::vector<VulkanDeviceInfo> list_vulkan_devices();
 
+// The device an executor with ExecutorOptions::device = `device` runs on (-1: the best
+// usable one). Throws spindle::Error as list_vulkan_devices does, and when there is no such
+// usable device.
+VulkanDeviceInfo chosen_vulkan_device(int32_t device);
+
+// That device's copy bandwidth in GB/s, bytes read + written per second as the CUDA
+// executor's measure_copy_bandwidth_gbs counts them: the median of 7 vkCmdCopyBuffer of
+// `bytes` between two device-local buffers, timed with timestamp queries, after 2 warm-ups.
+// Throws spindle::Error when bytes is 0 or more than one allocation may hold, when the
+// device has no timestamps on its compute queue, or memory runs out.
+double measure_vulkan_copy_bandwidth_gbs(int32_t device, uint64_t bytes);
+
 // Throws spindle::Error when the build has no Vulkan executor, no usable device is found (or
 // opt.device names none), or the graph needs what the shaders do not support.
 std::unique_ptr<Executor> make_vulkan_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);

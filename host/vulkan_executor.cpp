@@ -25,10 +25,9 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kLanes = 32;              // invocations of a logical warp (shaders/workgroup.glsl)
 constexpr uint32_t kHeadDimMax = 8 * kLanes;  // a lane keeps 8 dims of an attention head
 // Lavapipe ends an invocation's loops after 65,535 back-edges in all. The shader counts what
-// lavapipe was measured to count; the limit was first passed at 100,000-130,000 of these
+// lavapipe was measured to count; the limit was first passed at 110,000-150,000 of these
 // units (tiny model, 1 to 8 warps), and the canary catches a shortfall.
 constexpr uint32_t kLavapipeBudget = 60000;
-constexpr uint32_t kUnboundedBudget = 1u << 30;  // elsewhere only the clock bounds a wait
 // A wait longer than this ends its worker's dispatch: on lavapipe the producer may not be
 // running (it runs LP_NUM_THREADS workgroups at once), elsewhere only the watchdog needs it.
 constexpr double kLavapipeLongestSpinMs = 2;
@@ -63,13 +62,22 @@ void check_supported(const Graph& g) {
   }
 }
 
-// Shared words the graph's tiles need: a projection's staged input (bf16 pairs) or one
-// normed head per warp.
-uint32_t shared_words(const Graph& g, uint32_t warps) {
-  uint32_t words = warps * g.params.head_dim;
+// Shared 16-byte vectors the graph's tiles need: a projection's staged input (8 bf16 each) or
+// one normed head per warp (one element a word).
+uint32_t shared_vecs(const Graph& g, uint32_t warps) {
+  uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
   for (const SpTask& t : g.tasks)
-    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP) words = std::max(words, (g.views[t.operand[0]].cols + 1) / 2);
-  return std::max(words, 1u);
+    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
+  return std::max(vecs, 1u);
+}
+
+// The butterfly's shuffle width: the subgroup size capped at a logical warp, or the tuning's.
+uint32_t shuffle_width(const vk::DeviceTraits& d, uint32_t asked) {
+  const uint32_t width = asked ? asked : std::min(d.subgroup_size, kLanes);
+  if (width == 0 || (width & (width - 1)) || width > kLanes || width > d.subgroup_size)
+    throw Error("vulkan executor: a shuffle width of " + std::to_string(width) + " is not a power of two up to " +
+                std::to_string(std::min(d.subgroup_size, kLanes)) + " (the subgroup size of " + d.name + ", at most 32)");
+  return width;
 }
 
 // Lavapipe runs LP_NUM_THREADS workgroups of a dispatch at once (on the machines measured its
@@ -248,9 +256,12 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
     throw Error("vulkan executor: " + std::to_string(warps_) + " warps of 32 exceed the device's workgroup size of " +
                 std::to_string(traits.max_workgroup_size));
   workers_ = opt.workers ? opt.workers : default_workers(traits);
-  d.budget = tuning.budget ? tuning.budget : traits.lavapipe() ? kLavapipeBudget : kUnboundedBudget;
-  const uint32_t words = shared_words(g, warps_);
-  const uint64_t shared_bytes = uint64_t(words) * 4 + uint64_t(warps_) * kLanes * 4 + 16;
+  d.budget = tuning.budget ? tuning.budget : traits.lavapipe() ? kLavapipeBudget : kVkNoBudget;
+  shuffle_width_ = shuffle_width(traits, tuning.shuffle_width);
+  poll_by_load_ = tuning.poll == VulkanPoll::Device ? !traits.cpu : tuning.poll == VulkanPoll::Load;
+  const uint32_t vecs = shared_vecs(g, warps_);
+  // g_vecs, g_red, the warps' argmax partials and the protocol's words (shaders/).
+  const uint64_t shared_bytes = uint64_t(vecs) * 16 + uint64_t(warps_) * (kLanes * 4 + 8) + 16;
   if (shared_bytes > traits.max_shared_bytes)
     throw Error("vulkan executor: the graph's widest tile needs " + std::to_string(shared_bytes) +
                 " bytes of shared memory; a workgroup on " + traits.name + " may have " +
@@ -262,7 +273,8 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   logits_.resize(g.views[g.io.logits].cols);
 
   d.pipeline = std::make_unique<vk::ComputePipeline>(d.ctx, shaders::persistent(), uint32_t(sizeof(VulkanPush)),
-                                                     std::vector<uint32_t>{warps_ * kLanes, words});
+                                                     std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_,
+                                                                           poll_by_load_ ? 1u : 0u});
   d.calibrate_clock();
   const double spin_ms = std::min(traits.lavapipe() ? kLavapipeLongestSpinMs : kLongestSpinMs, opt.watchdog_ms / 4.0);
   d.spin_ticks = uint32_t(std::clamp(spin_ms * 1e6 * d.ticks_per_ns, 0.0, double(UINT32_MAX)));
@@ -272,7 +284,9 @@ VulkanExecutor::~VulkanExecutor() = default;
 
 std::string VulkanExecutor::describe() const {
   return "vulkan (" + std::to_string(workers_) + " workgroups x " + std::to_string(warps_ * kLanes) +
-         " invocations, ticket) on device " + std::to_string(dev_->ctx.device_index()) + ": " + dev_->ctx.traits().name;
+         " invocations, ticket, shuffle width " + std::to_string(shuffle_width_) + ", poll by " +
+         (poll_by_load_ ? "load" : "atomic add") + ") on device " + std::to_string(dev_->ctx.device_index()) + ": " +
+         dev_->ctx.traits().name;
 }
 
 std::span<const float> VulkanExecutor::logits() const { return logits_; }

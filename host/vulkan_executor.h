@@ -17,10 +17,20 @@
 
 namespace spindle {
 
+// How a worker polls a counter (shaders/protocol.glsl).
+enum class VulkanPoll {
+  Device,     // Load on GPUs, AtomicAdd on CPU devices
+  AtomicAdd,  // an atomic add of 0 (lavapipe once hoisted an atomic load out of the loop)
+  Load,       // a relaxed atomic load
+};
+
 // Research knobs of the persistent shader.
 struct VulkanTuning {
-  uint32_t warps = 0;   // logical warps (32 invocations) per workgroup; 0 = 1 on lavapipe, else 8
-  uint32_t budget = 0;  // loop back-edges one invocation may take per dispatch; 0 = the device's
+  uint32_t warps = 0;          // logical warps (32 invocations) per workgroup; 0 = 1 on lavapipe, else 8
+  uint32_t budget = 0;         // loop back-edges one invocation may take per dispatch; 0 = the device's
+  uint32_t shuffle_width = 0;  // butterfly levels below it use subgroup shuffles (a power of two at most
+                               // the subgroup size, 1 = none); 0 = the subgroup size, at most 32
+  VulkanPoll poll = VulkanPoll::Device;
 };
 
 class VulkanExecutor final : public Executor {
@@ -50,7 +60,8 @@ class VulkanExecutor final : public Executor {
 
   ExecutorOptions opt_;
   std::unique_ptr<Device> dev_;
-  uint32_t workers_ = 0, warps_ = 0;
+  uint32_t workers_ = 0, warps_ = 0, shuffle_width_ = 0;
+  bool poll_by_load_ = false;
   std::vector<float> logits_;
   uint32_t last_run_dispatches_ = 0;
   std::optional<std::chrono::steady_clock::time_point> trace_epoch_;  // the first traced run's start

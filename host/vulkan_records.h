@@ -21,6 +21,10 @@ enum VulkanMode : uint32_t {
   kVkModeClockProbe = 1,  // write the shader clock to VulkanControl::clock and stop
 };
 
+// VulkanPush::budget for no budget: only the spin bound ends a wait, and no task's loop cost
+// is counted (drivers other than lavapipe have no loop limit).
+enum : uint32_t { kVkNoBudget = 0xFFFFFFFFu };
+
 // Push constants of every dispatch of the persistent shader: where everything is.
 struct VulkanPush {
   uint64_t tasks;       // SpTask[n_tasks]
@@ -33,7 +37,7 @@ struct VulkanPush {
   uint32_t n_tasks;
   uint32_t tickets;     // tickets of this run: steps * n_tasks
   uint32_t first_step;  // executor step of ticket 0
-  uint32_t budget;      // loop back-edges one invocation may take in one dispatch
+  uint32_t budget;      // loop back-edges one invocation may take in one dispatch, or kVkNoBudget
   uint32_t mode;        // VulkanMode
   uint32_t spin_ticks;  // shader clock ticks (in its low 32 bits) a wait may last in one dispatch; 0 = no bound
   uint32_t reserved[2];

@@ -17,7 +17,8 @@
 #                            lease gets them
 #   vulkan (a step)          the Vulkan tests on the GPU's driver: unpacks the loader .debs in
 #                            .gl/ first (the machine has no libvulkan1), VK_DRIVER_FILES set to
-#                            NVIDIA's ICD unless given
+#                            NVIDIA's ICD unless given; then the dependency-hop timing test and,
+#                            for each model of SPINDLE_GPU_BENCH, `spindle bench -e vulkan`
 #   weight-read (a step)     bench/weight_read_bench.cu: the GEMV tile's ways of reading weights
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -128,6 +129,13 @@ vulkan_step() {
   step build-vulkan build 600 cmake --build "$build" -j"$jobs" --target spindle_vulkan_tests spindle || return 1
   "$build/host/spindle" info --model synthetic:tiny | grep vulkan | tee -a "$logs/vulkan.log"
   step vulkan-tests vulkan 400 "$build/tests/spindle_vulkan_tests" --duration=true
+  step vulkan-hop vulkan 120 "$build/tests/spindle_vulkan_tests" -tc='timing*' --no-skip
+  local m
+  for m in ${SPINDLE_GPU_BENCH:-}; do
+    step "vulkan-bench-$m" bench 300 "$build/host/spindle" bench --model "synthetic:$m" -e vulkan --positions 1 \
+      --tokens 16 --reps 3
+  done
+  grep -E 'hop|ceiling|model:|vulkan  ' "$logs/vulkan.log" "$logs/bench.log" 2>/dev/null
 }
 
 weight_read_step() {

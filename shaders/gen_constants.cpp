@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   define("SP_FAIL_STEP_RANGE", kVkFailStepRange);
   define("SP_FAIL_TASK_TOO_LONG", kVkFailTaskTooLong);
   define("SP_MODE_CLOCK_PROBE", kVkModeClockProbe);
+  define("SP_NO_BUDGET", kVkNoBudget);
 
   // The literals of pm_exp (ops/pmath.h), evaluated as the host compiler does.
   define_float("SP_EXP_OVERFLOW", 88.72283f);

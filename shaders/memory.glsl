@@ -16,6 +16,9 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Con
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer ConstHalves { uint16_t h[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { nonprivate uint w[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Halves { nonprivate uint16_t h[]; };
+// 16-byte vectors (8 bf16) for one-load reads of aligned rows (dot.glsl's vec_readable).
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer ConstVecs { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vecs { nonprivate uvec4 v[]; };
 
 layout(push_constant) uniform Push {
   layout(offset = SP_PUSH_tasks) ConstWords tasks;

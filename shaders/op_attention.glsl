@@ -1,7 +1,8 @@
 // ATTN_CHUNK and ATTN_MERGE (docs/numerics.md). A chunk tile gives each q head of its kv
 // head's group to a logical warp, which scores the chunk's positions twice (once for the max,
-// once for the weights) rather than keeping the scores, so no length limits the chunk. Every
-// warp runs every loop (workgroup.glsl); one past the last head repeats it and writes nothing.
+// once for the weights) rather than keeping the scores, so no length limits the chunk; a few
+// positions at a time, their K and V rows loaded together. Every warp runs every loop
+// (workgroup.glsl); one past the last head repeats it and writes nothing.
 #ifndef SP_OP_ATTENTION_GLSL
 #define SP_OP_ATTENTION_GLSL
 
@@ -15,7 +16,15 @@ uvec2 chunk_positions(uint n, uint chunks, uint c) {
   return uvec2(begin, min(begin + size, n));
 }
 
+// Float i of an octet (dot.glsl).
+precise float octet_element(uvec4 o, uint i) { return i % 2u == 0u ? bf16_lo(o[i / 2u]) : bf16_hi(o[i / 2u]); }
+
+// Positions of a chunk whose K (and V) octets a lane loads together, before the first is used.
+const uint ATTN_UNROLL = 4u;
+
 // Operands: 0 q, 1 K cache, 2 V cache, 3 partials [Hq * chunks, D + 2] f32 {m, l, acc[D]}.
+// A head has at most 256 dims, one block of the canonical dot: lane l holds dims 8l .. 8l + 7
+// of q, of each K and V row, and of the output.
 void run_attn_chunk(Task t) {
   uint position;
   if (!position_in_range(position)) return;
@@ -24,14 +33,16 @@ void run_attn_chunk(Task t) {
   const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
   const uint64_t q_all = load_view(t.operand[0]).addr;
   const View K = load_view(t.operand[1]), V = load_view(t.operand[2]), partials = load_view(t.operand[3]);
+  const bool vec = vec_readable(q_all, D, D) && vec_readable(K.addr, K.stride, D) && vec_readable(V.addr, V.stride, D);
+  const uint k8 = lane() * DOT_VEC, count = octet_count(k8, D);
   precise float scale = pm_rsqrt(float(D));
   for (uint tile = t.tile_begin; tile < t.tile_end; ++tile) {
     const uint kv = tile / chunks, c = tile % chunks;
     const uvec2 range = chunk_positions(position + 1u, chunks, c);
+    const uint rounds = trips(range.y - range.x, ATTN_UNROLL);
     for (uint first = 0u; first < group; first += warps()) {
       const bool valid = first + warp() < group;
-      const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
-      const uint64_t q = q_all + uint64_t(h) * D * 2u;
+      const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: write nothing
       Words row = Words(row_address(partials, h * chunks + c, 4u));
       if (range.x == range.y) {  // an empty chunk: {-inf, 0, 0...}
         for (uint j = 0u; j < trips(D + 1u, LANES); ++j) {
@@ -41,24 +52,42 @@ void run_attn_chunk(Task t) {
         if (valid && lane() == 0u) row.w[0] = NEG_INF;
         continue;
       }
+      // A warp past the group's last head reads nothing (its sums are never written).
+      const uvec4 q = valid && count > 0u ? data8(q_all + uint64_t(h) * D * 2u, k8, D, vec) : uvec4(0u);
       precise float m = uintBitsToFloat(NEG_INF);
-      for (uint p = range.x; p < range.y; ++p) {
-        precise float s = warp_sum(lane_dot(q, row_address(K, kv * context + p, 2u), D)) * scale;
-        if (!is_nan(s) && s > m) m = s;
+      for (uint j = 0u; j < rounds; ++j) {
+        uvec4 k_oct[ATTN_UNROLL];
+        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+          const uint p = range.x + j * ATTN_UNROLL + u;
+          k_oct[u] = valid && p < range.y && count > 0u ? data8(row_address(K, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
+        }
+        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+          if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
+          precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
+          if (!is_nan(s) && s > m) m = s;
+        }
       }
       precise float l = 0.0;
-      precise float acc[8];
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i] = 0.0;
-      for (uint p = range.x; p < range.y; ++p) {
-        precise float s = warp_sum(lane_dot(q, row_address(K, kv * context + p, 2u), D)) * scale;
-        precise float weight = pm_exp(s - m);
-        l = l + weight;
-        Halves v = Halves(row_address(V, kv * context + p, 2u));
-        [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-          const uint d = lane() + i * LANES;
-          if (d < D) {
-            precise float term = weight * bf16_to_f32(uint(v.h[d]));
-            acc[i] = acc[i] + term;
+      precise float acc[DOT_VEC];
+      [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) acc[i] = 0.0;
+      for (uint j = 0u; j < rounds; ++j) {
+        uvec4 k_oct[ATTN_UNROLL], v_oct[ATTN_UNROLL];
+        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+          const uint p = range.x + j * ATTN_UNROLL + u;
+          const bool load = valid && p < range.y && count > 0u;
+          k_oct[u] = load ? data8(row_address(K, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
+          v_oct[u] = load ? data8(row_address(V, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
+        }
+        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+          if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
+          precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
+          precise float weight = pm_exp(s - m);
+          l = l + weight;
+          [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) {
+            if (i < count) {
+              precise float term = weight * octet_element(v_oct[u], i);
+              acc[i] = acc[i] + term;
+            }
           }
         }
       }
@@ -66,10 +95,8 @@ void run_attn_chunk(Task t) {
         row.w[0] = floatBitsToUint(m);
         row.w[1] = floatBitsToUint(l);
       }
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-        const uint d = lane() + i * LANES;
-        if (valid && d < D) row.w[2u + d] = floatBitsToUint(acc[i]);
-      }
+      [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i)
+        if (valid && i < count) row.w[2u + k8 + i] = floatBitsToUint(acc[i]);
     }
   }
 }
@@ -78,7 +105,7 @@ uint cost_attn_chunk(Task t) {
   const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
   const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
   const uint longest = trips(step_state().w[SP_STATE_position] + 1u, chunks);
-  const uint per_group = 2u * longest * (trips(D, DOT_BLOCK) + 1u) + trips(D + 1u, LANES) + 1u;
+  const uint per_group = 2u * trips(longest, ATTN_UNROLL) + trips(D + 1u, LANES) + 1u;
   return (t.tile_end - t.tile_begin) * (trips(group, warps()) * per_group + 1u);
 }
 

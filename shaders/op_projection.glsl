@@ -1,6 +1,6 @@
 // GEMV and GATE_UP (docs/numerics.md): the input is staged once per task in shared memory,
-// RMSNorm'd when the task names a norm weight, then each logical warp takes one row at a time
-// and computes its canonical dot.
+// RMSNorm'd when the task names a norm weight, then each logical warp computes the canonical
+// dots of its rows, two rows at a time (dot.glsl's lane_dot_rows).
 #ifndef SP_OP_PROJECTION_GLSL
 #define SP_OP_PROJECTION_GLSL
 
@@ -22,32 +22,56 @@ uint rms_norm_element(float x, float inv, float w) {
   return f32_to_bf16(y);
 }
 
-// g_words[k/2] holds elements k, k+1 of RMSNorm(x) when norm != 0, else of x.
+// Octets of the input an invocation loads at once while staging it.
+const uint STAGE_UNROLL = 4u;
+
+// The octet an invocation stages in unrolled slot u of trip j.
+uint stage_octet(uint j, uint u) { return (j * STAGE_UNROLL + u) * gl_WorkGroupSize.x + invocation(); }
+
+// The first `count` elements of an octet of x normalised with the octet of norm weights w.
+uvec4 rms_norm_octet(uvec4 x, uvec4 w, float inv, uint count) {
+  uvec4 o = uvec4(0u);
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    if (2u * i < count) o[i] = rms_norm_element(bf16_lo(x[i]), inv, bf16_lo(w[i]));
+    if (2u * i + 1u < count) o[i] |= rms_norm_element(bf16_hi(x[i]), inv, bf16_hi(w[i])) << 16;
+  }
+  return o;
+}
+
+// g_vecs holds the octets of RMSNorm(x) when norm != 0, else of x (zero past K): x is copied
+// in, each warp computes 1/rms from the copy (the same canonical dot in every warp), then the
+// octets are normalised in place.
 void stage_input(uint64_t x_addr, uint64_t norm_addr, uint K) {
-  // warp_sum has barriers: called by every invocation, norm or not.
-  precise float ss = warp_sum(norm_addr != 0ul ? lane_dot(x_addr, x_addr, K) : 0.0);
-  precise float inv = norm_addr != 0ul ? rms_inverse(ss, K) : 0.0;
-  Halves x = Halves(x_addr);
-  ConstHalves w = ConstHalves(norm_addr);
-  const uint pairs = (K + 1u) / 2u;
-  for (uint j = 0u; j < trips(pairs, gl_WorkGroupSize.x); ++j) {
-    const uint pair = j * gl_WorkGroupSize.x + invocation();
-    if (pair >= pairs) continue;
-    uint word = 0u;
-    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
-      const uint k = 2u * pair + i;
-      if (k < K) {
-        uint v = uint(x.h[k]);
-        if (norm_addr != 0ul) v = rms_norm_element(bf16_to_f32(v), inv, bf16_to_f32(uint(w.h[k])));
-        word |= v << (16u * i);
-      }
+  const uint octets = trips(K, DOT_VEC), rounds = trips(octets, gl_WorkGroupSize.x * STAGE_UNROLL);
+  const bool x_vec = vec_readable(x_addr, 0u, K);
+  for (uint j = 0u; j < rounds; ++j) {
+    uvec4 x[STAGE_UNROLL];
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
+      if (stage_octet(j, u) < octets) x[u] = data8(x_addr, DOT_VEC * stage_octet(j, u), K, x_vec);
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
+      if (stage_octet(j, u) < octets) g_vecs[stage_octet(j, u)] = x[u];
+  }
+  sync_shared();
+  if (norm_addr == 0ul) return;  // uniform: the barriers below are met by every invocation or none
+  precise float inv = rms_inverse(warp_sum(lane_dot_staged_self(K)), K);
+  sync_shared();  // every warp has read x before it is overwritten
+  const bool w_vec = vec_readable(norm_addr, 0u, K);
+  for (uint j = 0u; j < rounds; ++j) {
+    uvec4 w[STAGE_UNROLL];
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
+      if (stage_octet(j, u) < octets) w[u] = weights8(norm_addr, DOT_VEC * stage_octet(j, u), K, w_vec);
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u) {
+      const uint i = stage_octet(j, u);
+      if (i < octets) g_vecs[i] = rms_norm_octet(g_vecs[i], w[u], inv, octet_count(DOT_VEC * i, K));
     }
-    g_words[pair] = word;
   }
   sync_shared();
 }
 
-uint cost_stage_input(bool norm, uint K) { return (norm ? trips(K, DOT_BLOCK) : 0u) + trips((K + 1u) / 2u, gl_WorkGroupSize.x); }
+uint cost_stage_input(bool norm, uint K) {
+  const uint rounds = trips(trips(K, DOT_VEC), gl_WorkGroupSize.x * STAGE_UNROLL);
+  return norm ? 2u * rounds + trips(K, DOT_BLOCK * DOT_UNROLL) : rounds;
+}
 
 uint64_t optional_view_address(uint v) { return v == SP_NO_VIEW ? 0ul : load_view(v).addr; }
 
@@ -57,64 +81,94 @@ void store_output(View dst, uint r, uint bits) {
   else Words(dst.addr).w[r] = bits << 16;
 }
 
-float load_output(View dst, uint r) {
-  return dst.dtype == SP_BF16 ? bf16_to_f32(uint(Halves(dst.addr).h[r])) : uintBitsToFloat(Words(dst.addr).w[r]);
-}
+// Lane 0 of each warp keeps {max, index} of its warp's stored rows (argmax_offer in row
+// order); the warps' results merge into the task's partial slot. Selection by (not NaN,
+// larger value, earlier index) is associative and commutative, so the merge gives what a scan
+// of all the rows in order gives, {NaN, first row} when every row is NaN. Every invocation
+// merges (a loop over shared memory must run in all of them, workgroup.glsl); invocation 0 writes.
+shared uvec2 s_best[gl_WorkGroupSize.x / LANES];
 
-// {max, index} of the task's stored rows, scanned in row order, into its partial slot.
-void write_argmax_partial(Task t, View dst) {
-  sync_buffers();  // every warp's rows are stored
-  if (invocation() != 0u) return;
+void write_argmax_partial(Task t, float value, uint index) {
+  if (lane() == 0u) s_best[warp()] = uvec2(floatBitsToUint(value), index);
+  sync_shared();
   float best_value = uintBitsToFloat(0x7fc00000u);
   uint best_index = t.tile_begin;
-  for (uint r = t.tile_begin; r < t.tile_end; ++r) argmax_offer(best_value, best_index, load_output(dst, r), r);
+  for (uint w = 0u; w < warps(); ++w) {
+    const float v = uintBitsToFloat(s_best[w].x);
+    const uint i = s_best[w].y;
+    if (!is_nan(v) && (is_nan(best_value) || v > best_value || (v == best_value && i < best_index))) {
+      best_value = v;
+      best_index = i;
+    }
+  }
+  if (invocation() != 0u) return;
   Words slot = Words(load_view(t.operand[6]).addr + 8ul * (t.operand[5] >> 16));
   slot.w[0] = floatBitsToUint(best_value);
   slot.w[1] = best_index;
 }
 
 // Operands: 0 W, 1 x, 2 norm or none, 3 out, 4 residual or none, 5 flags, 6 argmax partials.
+// Warp w takes rows tile_begin + w + q * warps for q = 0, 1, ..., DOT_ROWS at a time; a row
+// past the task's last is neither read nor written.
 void run_gemv(Task t) {
   const View W = load_view(t.operand[0]);
   const View dst = load_view(t.operand[3]);
   const uint64_t residual = optional_view_address(t.operand[4]);
   const uint K = W.cols;
+  const bool vec = vec_readable(W.addr, W.stride, K);
   stage_input(load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), K);
-  const uint last = t.tile_end - 1u;  // a warp past the last row repeats it and drops the result
-  for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
-    const uint r = first + warp();
-    const bool valid = r < t.tile_end;
-    precise float y = warp_sum(lane_dot_staged(row_address(W, min(r, last), 2u), K));
-    if (valid && lane() == 0u) {
-      uint bits = f32_to_bf16(y);
-      if (residual != 0ul) {
-        precise float sum = bf16_to_f32(uint(Halves(residual).h[r])) + bf16_to_f32(bits);
-        bits = f32_to_bf16(sum);
+  float best_value = uintBitsToFloat(0x7fc00000u);  // lane 0's argmax of its warp's rows
+  uint best_index = t.tile_begin;
+  for (uint g = 0u; g < trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); ++g) {
+    uint r[DOT_ROWS];
+    uint64_t rows[DOT_ROWS];
+    bool live[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
+      live[i] = r[i] < t.tile_end;
+      rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
+    }
+    float acc[DOT_ROWS];
+    lane_dot_rows(rows, live, K, vec, acc);
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      precise float y = warp_sum(acc[i]);
+      if (live[i] && lane() == 0u) {
+        uint bits = f32_to_bf16(y);
+        if (residual != 0ul) {
+          precise float sum = bf16_to_f32(uint(Halves(residual).h[r[i]])) + bf16_to_f32(bits);
+          bits = f32_to_bf16(sum);
+        }
+        store_output(dst, r[i], bits);
+        argmax_offer(best_value, best_index, bf16_to_f32(bits), r[i]);  // the value as stored
       }
-      store_output(dst, r, bits);
     }
   }
-  if ((t.operand[5] & 1u) != 0u) write_argmax_partial(t, dst);
+  if ((t.operand[5] & 1u) != 0u) write_argmax_partial(t, best_value, best_index);
 }
 
 uint cost_gemv(Task t) {
   const uint K = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
-  const uint argmax = (t.operand[5] & 1u) != 0u ? rows : 0u;
-  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + trips(rows, warps()) * (trips(K, DOT_BLOCK) + 1u) + argmax;
+  const uint argmax = (t.operand[5] & 1u) != 0u ? warps() : 0u;
+  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) +
+         trips(trips(rows, warps()), DOT_ROWS) * (trips(K, DOT_BLOCK * DOT_UNROLL) + 1u) + argmax;
 }
 
-// Operands: 0 Wg, 1 Wu, 2 x, 3 norm, 4 out.
+// Operands: 0 Wg, 1 Wu, 2 x, 3 norm, 4 out. A warp reads its row of Wg and of Wu together.
 void run_gate_up(Task t) {
   const View Wg = load_view(t.operand[0]), Wu = load_view(t.operand[1]);
   Halves act = Halves(load_view(t.operand[4]).addr);
   const uint K = Wg.cols;
+  const bool vec = vec_readable(Wg.addr, Wg.stride, K) && vec_readable(Wu.addr, Wu.stride, K);
   stage_input(load_view(t.operand[2]).addr, load_view(t.operand[3]).addr, K);
-  const uint last = t.tile_end - 1u;  // a warp past the last row repeats it and drops the result
   for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
-    const uint r = first + warp();
-    const bool valid = r < t.tile_end;
-    precise float g = rounded(warp_sum(lane_dot_staged(row_address(Wg, min(r, last), 2u), K)));
-    precise float u = rounded(warp_sum(lane_dot_staged(row_address(Wu, min(r, last), 2u), K)));
+    const uint r = first + warp(), last = t.tile_end - 1u;
+    const bool valid = r < t.tile_end;  // a warp past the last row reads and writes nothing
+    const uint64_t rows[DOT_ROWS] = uint64_t[](row_address(Wg, min(r, last), 2u), row_address(Wu, min(r, last), 2u));
+    const bool live[DOT_ROWS] = bool[](valid, valid);
+    float acc[DOT_ROWS];
+    lane_dot_rows(rows, live, K, vec, acc);
+    precise float g = rounded(warp_sum(acc[0]));
+    precise float u = rounded(warp_sum(acc[1]));
     if (valid && lane() == 0u) {
       precise float y = rounded(pm_silu(g)) * u;
       act.h[r] = uint16_t(f32_to_bf16(y));
@@ -124,7 +178,7 @@ void run_gate_up(Task t) {
 
 uint cost_gate_up(Task t) {
   const uint K = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
-  return cost_stage_input(true, K) + trips(rows, warps()) * 2u * (trips(K, DOT_BLOCK) + 1u);
+  return cost_stage_input(true, K) + trips(rows, warps()) * (trips(K, DOT_BLOCK * DOT_UNROLL) + 1u);
 }
 
 #endif

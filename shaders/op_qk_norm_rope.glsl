@@ -27,7 +27,7 @@ void run_qk_norm_rope(Task t) {
   const uint64_t qkv = load_view(t.operand[0]).addr, q_out = load_view(t.operand[3]).addr;
   const View k_cache = load_view(t.operand[4]), v_cache = load_view(t.operand[5]);
   ConstHalves rope = ConstHalves(row_address(load_view(t.operand[6]), position, 2u));
-  const uint slot = warp() * D;  // this warp's normed head in g_words, one element a word
+  const uint slot = warp() * D;  // this warp's normed head in shared memory, one element a word
   for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
     const bool valid = first + warp() < t.tile_end;
     const uint h = min(first + warp(), t.tile_end - 1u);  // a warp past the last head repeats it, writing nothing
@@ -47,13 +47,13 @@ void run_qk_norm_rope(Task t) {
     ConstHalves w = ConstHalves(load_view(is_q ? t.operand[1] : t.operand[2]).addr);
     for (uint j = 0u; j < trips(D, LANES); ++j) {
       const uint d = j * LANES + lane();
-      if (normed && d < D) g_words[slot + d] = rms_norm_element(bf16_to_f32(uint(x.h[d])), inv, bf16_to_f32(uint(w.h[d])));
+      if (normed && d < D) set_shared_word(slot + d, rms_norm_element(bf16_to_f32(uint(x.h[d])), inv, bf16_to_f32(uint(w.h[d]))));
     }
     sync_shared();
     for (uint j = 0u; j < trips(half_, LANES); ++j) {
       const uint i = j * LANES + lane();
       if (!normed || i >= half_) continue;
-      precise float a = bf16_to_f32(g_words[slot + i]), b = bf16_to_f32(g_words[slot + i + half_]);
+      precise float a = bf16_to_f32(shared_word(slot + i)), b = bf16_to_f32(shared_word(slot + i + half_));
       precise float c = bf16_to_f32(uint(rope.h[i])), s = bf16_to_f32(uint(rope.h[half_ + i]));
       precise float lo = rounded(a * c) + rounded(-b * s);
       precise float hi = rounded(b * c) + rounded(a * s);
@@ -62,7 +62,7 @@ void run_qk_norm_rope(Task t) {
     }
     for (uint j = 0u; j < trips(tail, LANES); ++j) {
       const uint d = 2u * half_ + j * LANES + lane();
-      if (normed && d < D) dst.h[d] = uint16_t(g_words[slot + d]);
+      if (normed && d < D) dst.h[d] = uint16_t(shared_word(slot + d));
     }
     sync_shared();  // the head is read before the next one is written
   }

@@ -17,6 +17,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_realtime_clock : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_GOOGLE_include_directive : require
 
 #include "sp_constants.glsl"
@@ -89,11 +90,12 @@ void hold(uint ticket, uint value) {
 // held for the next dispatch).
 bool claim_and_wait(inout uint used, out uint ticket, out uint64_t claimed_at) {
   const uint held = pc.control.w[held_word() + SP_HELD_ticket_plus_one];
+  const bool aborted = run_aborted();  // read together with the held slot: one round trip
   if (held != 0u) {
     ticket = held - 1u;
     pc.control.w[held_word() + SP_HELD_ticket_plus_one] = 0u;
   } else {
-    if (run_aborted()) return false;
+    if (aborted) return false;
     ticket = claim_ticket();
     if (ticket >= pc.tickets) return false;
   }
@@ -120,7 +122,8 @@ bool claim_and_wait(inout uint used, out uint ticket, out uint64_t claimed_at) {
       }
     }
   }
-  const uint cost = TASK_LOOP_OVERHEAD + LOOP_COST_SCALE * task_cost(t);
+  // Without a budget (GPUs) the task's cost is of no use: its reads are skipped.
+  const uint cost = pc.budget == SP_NO_BUDGET ? 0u : TASK_LOOP_OVERHEAD + LOOP_COST_SCALE * task_cost(t);
   if (cost > pc.budget) {
     report_failure(SP_FAIL_TASK_TOO_LONG, task, step, cost, pc.budget);
     return false;

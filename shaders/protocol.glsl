@@ -27,17 +27,31 @@ Task load_task(uint index) {
 uint wait_target(Task t, uint step) { return t.wait_count * (t.wait_mode == SP_WAIT_PREV_STEP ? step : step + 1u); }
 bool counter_reached(uint value, uint target) { return int(value - target) >= 0; }
 
-// Signals and polls are relaxed atomics (a poll is an add of 0: a plain load racing the
-// signal's atomic write is a data race under the Vulkan memory model, and the fences below
-// then order nothing — on NVIDIA that gave wrong, run-to-run different tokens); the acquire
-// and the release are the workgroup barriers (device-scope fences) that the worker loop puts
-// after a wait and before a signal. Lavapipe 22.3 breaks an atomic that carries memory
-// semantics in divergent control flow (invocation 0 alone polls and signals): that
-// invocation then does nothing more until its loop limit.
-uint poll_counter(uint c) { return atomicAdd(pc.counters.w[c], 0u); }
+// Signals and polls are relaxed atomics (a plain load racing the signal's atomic write is a
+// data race under the Vulkan memory model, and the fences below then order nothing — on
+// NVIDIA that gave wrong, run-to-run different tokens); the acquire and the release are the
+// workgroup barriers (device-scope fences) that the worker loop puts after a wait and before
+// a signal. Lavapipe 22.3 breaks an atomic that carries memory semantics in divergent control
+// flow (invocation 0 alone polls and signals): that invocation then does nothing more until
+// its loop limit. So the atomics carry none.
+//
+// A poll is a relaxed atomic load where the host says so (POLL_BY_LOAD: GPUs), else an atomic
+// add of 0: lavapipe hoisted an atomicLoad out of an earlier form of the polling loop, which
+// no compiler may do with a read-modify-write. On a GPU an add of 0 is a read-modify-write at
+// the memory that holds the counter, serialised there with every other worker's polls and
+// with the signal they wait for; a load is not. The barrier after the wait is the acquire
+// either way, so the load needs no acquire semantics of its own.
+layout(constant_id = 3) const bool POLL_BY_LOAD = false;
+
+uint poll_word(Words words, uint i) {
+  if (POLL_BY_LOAD) return atomicLoad(words.w[i], gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
+  return atomicAdd(words.w[i], 0u);
+}
+
+uint poll_counter(uint c) { return poll_word(pc.counters, c); }
 void signal_counter(uint c) { atomicAdd(pc.counters.w[c], 1u); }
 uint claim_ticket() { return atomicAdd(pc.control.w[SP_CONTROL_ticket], 1u); }
-bool run_aborted() { return atomicAdd(pc.control.w[SP_CONTROL_abort], 0u) != 0u; }
+bool run_aborted() { return poll_word(pc.control, SP_CONTROL_abort) != 0u; }
 
 // The first failure is recorded and raises the abort flag, which every worker checks; later
 // ones (often consequences of the first) are dropped.

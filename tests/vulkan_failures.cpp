@@ -81,3 +81,13 @@ TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather th
   CAPTURE(msg);
   CHECK(msg.find("loop limit") != std::string::npos);
 }
+
+TEST_CASE("vulkan: a shuffle width that is not a power of two up to the subgroup size is refused") {
+  const TinyModel& m = tiny_model();
+  for (uint32_t width : {3u, 64u}) {
+    CAPTURE(width);
+    const std::string msg = error_of([&] { VulkanExecutor(m.graph, m.weights, vulkan_options(1), {0, 0, width}); });
+    CAPTURE(msg);
+    CHECK(msg.find("a shuffle width of " + std::to_string(width) + " is not a power of two") != std::string::npos);
+  }
+}

@@ -1,6 +1,7 @@
 // Timing, skipped by default (run with -tc='timing*' --no-skip): the dependency-hop latency of
-// the Vulkan executor, from a chain of dependent one-column EMBED tasks, next to the threaded
-// CPU executor's. docs/JOURNAL.md records what it measured.
+// the Vulkan executor with either poll (shaders/protocol.glsl), from a chain of dependent
+// one-column EMBED tasks, next to the threaded CPU executor's. docs/JOURNAL.md records what
+// it measured.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -53,10 +54,12 @@ TEST_CASE("timing: dependency-hop latency of a chain of trivial tasks" * doctest
   const Graph g = chain_graph(m.graph, kHops);
   for (uint32_t workers : {1u, 2u, 4u}) {
     ExecutorOptions o = vulkan_options(workers);
-    VulkanExecutor ex(g, m.weights, o);
-    const double vk = us_per_hop(ex, g, kSteps);
-    MESSAGE(ex.describe() << ": " << vk << " us per hop, " << ex.last_run_dispatches() << " dispatches for "
-                          << kSteps * kHops << " tasks");
+    for (VulkanPoll poll : {VulkanPoll::AtomicAdd, VulkanPoll::Load}) {
+      VulkanExecutor ex(g, m.weights, o, {0, 0, 0, poll});
+      const double vk = us_per_hop(ex, g, kSteps);
+      MESSAGE(ex.describe() << ": " << vk << " us per hop, " << ex.last_run_dispatches() << " dispatches for "
+                            << kSteps * kHops << " tasks");
+    }
     o.kind = ExecutorKind::Threaded;
     auto cpu = make_executor(g, m.weights, o);
     MESSAGE(cpu->describe() << ": " << us_per_hop(*cpu, g, kSteps) << " us per hop");

@@ -14,6 +14,7 @@
 #include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/gates.h"
+#include "host/vulkan_devices.h"
 #include "tasks/error.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "megakernel/cuda_executor.h"
@@ -120,12 +121,18 @@ void bench(const BenchFlags& f) {
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
+  // The ceiling is the copy bandwidth of the memory the executor reads: the GPU's (CUDA, or
+  // Vulkan on a GPU device), else the host's. Vulkan and the host copy at most 1 GiB (a
+  // Vulkan allocation may not hold 4).
   double ceiling_gbs = 0;
   const size_t copy_bytes = size_t(f.copy_gib * double(1ull << 30));
+  const size_t small_copy_bytes = std::min<size_t>(copy_bytes, size_t(1) << 30);
+  const bool vulkan_gpu = base.kind == ExecutorKind::Vulkan && chosen_vulkan_device(base.device).type != "cpu";
 #ifdef SPINDLE_HAVE_CUDA
   if (cuda) ceiling_gbs = measure_copy_bandwidth_gbs(copy_bytes);
 #endif
-  if (!cuda) ceiling_gbs = host_copy_bandwidth_gbs(std::min<size_t>(copy_bytes, size_t(1) << 30));
+  if (vulkan_gpu) ceiling_gbs = measure_vulkan_copy_bandwidth_gbs(base.device, small_copy_bytes);
+  if (!cuda && !vulkan_gpu) ceiling_gbs = host_copy_bandwidth_gbs(small_copy_bytes);
 
   const uint64_t weight_bytes = weight_bytes_per_token(g);
   const uint64_t kv_bytes = kv_bytes_per_position(g);
@@ -139,7 +146,7 @@ void bench(const BenchFlags& f) {
 
   nlohmann::json out = {{"model", f.model},
                         {"ceiling_gbs", ceiling_gbs},
-                        {"ceiling", cuda ? "device-to-device copy" : "host memcpy"},
+                        {"ceiling", cuda || vulkan_gpu ? "device-to-device copy" : "host memcpy"},
                         {"weight_bytes_per_token", weight_bytes},
                         {"kv_bytes_per_position", kv_bytes},
                         {"tokens", f.tokens},
@@ -200,7 +207,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
       ->capture_default_str();
   add_tiling_options(*cmd, f->build);
-  cmd->add_option("--copy-gib", f->copy_gib, "size of the copy that measures the bandwidth ceiling (GiB)")
+  cmd->add_option("--copy-gib", f->copy_gib,
+                  "size of the copy that measures the bandwidth ceiling (GiB; at most 1 for vulkan and the host)")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->callback([f] { bench(*f); });
