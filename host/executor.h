@@ -16,6 +16,25 @@ enum class ExecutorKind { Sequential, SequentialF64, Threaded, Cuda, Vulkan };
 enum class ScheduleKind { Ticket, Static };
 enum class CudaMode { Megakernel, PerOp, Graph };
 
+// How a Vulkan worker polls a counter (shaders/protocol.glsl).
+enum class VulkanPoll {
+  Device,     // Load on GPUs, AtomicAdd on CPU devices
+  AtomicAdd,  // an atomic add of 0 (lavapipe once hoisted an atomic load out of the loop)
+  Load,       // a relaxed atomic load
+};
+
+// Research knobs of the Vulkan executor's persistent shader (docs/vulkan.md, Knobs). None
+// changes a result bit.
+struct VulkanTuning {
+  uint32_t warps = 0;          // logical warps (32 invocations) per workgroup; 0 = 1 on lavapipe, else 8
+  uint32_t budget = 0;         // loop back-edges one invocation may take per dispatch; 0 = the device's
+  uint32_t shuffle_width = 0;  // butterfly levels below it use subgroup shuffles (a power of two at most
+                               // the subgroup size, 1 = none); 0 = the subgroup size, at most 32
+  VulkanPoll poll = VulkanPoll::Device;
+  uint32_t dot_unroll = 4;     // 256-element blocks of each weight row a warp loads per trip: 1, 2, 4 or 8
+  uint32_t attn_unroll = 4;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8
+};
+
 struct ExecutorOptions {
   ExecutorKind kind = ExecutorKind::Threaded;
   uint32_t workers = 0;                    // threads, CUDA blocks or Vulkan workgroups; 0 = the machine's count
@@ -24,6 +43,7 @@ struct ExecutorOptions {
   CudaMode cuda_mode = CudaMode::Megakernel;
   uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
   int32_t device = -1;                     // vulkan: index in list_vulkan_devices(); -1 = the best usable
+  VulkanTuning vulkan = {};
 };
 
 // The best executor this build and machine offer: cuda when a GPU is usable, else threaded.
@@ -36,6 +56,13 @@ CudaMode parse_cuda_mode(const std::string& s);          // megakernel, per-op, 
 const char* executor_kind_name(ExecutorKind k);
 const char* schedule_kind_name(ScheduleKind k);
 const char* cuda_mode_name(CudaMode m);
+
+// One statistic of an executor's compiled device code, as its driver names and reports it
+// (Vulkan: VK_KHR_pipeline_executable_properties).
+struct PipelineStatistic {
+  std::string executable;  // the driver's name for the compiled stage
+  std::string name, value;
+};
 
 // One worker's trace record for one task of one step.
 struct TaskTrace {
@@ -53,6 +80,9 @@ class Executor {
   virtual std::span<const float> logits() const = 0;
   // Workers that take tasks (threads, CUDA blocks or Vulkan workgroups).
   virtual uint32_t worker_count() const { return 1; }
+  // The driver's statistics of the compiled device code; empty where the executor or the
+  // driver offers none.
+  virtual std::vector<PipelineStatistic> pipeline_statistics() const { return {}; }
 
   // The STATE arena, as the host sees it between runs (device executors upload it before a
   // run and read it back after).

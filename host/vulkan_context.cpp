@@ -154,6 +154,16 @@ VulkanDeviceInfo describe_device(VkPhysicalDevice p, uint32_t index) {
   return d;
 }
 
+// Whether the driver reports the statistics of the pipelines it compiles.
+bool has_pipeline_statistics(VkPhysicalDevice p) {
+  if (!has_extension(p, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) return false;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &executables};
+  vkGetPhysicalDeviceFeatures2(p, &features);
+  return executables.pipelineExecutableInfo;
+}
+
 DeviceTraits device_traits(VkPhysicalDevice p) {
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceVulkan12Properties v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
@@ -170,6 +180,7 @@ DeviceTraits device_traits(VkPhysicalDevice p) {
   t.compute_units = sm.shaderSMCount;
   t.subgroup_size = v11.subgroupSize;
   t.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  t.pipeline_statistics = has_pipeline_statistics(p);
   return t;
 }
 
@@ -258,12 +269,19 @@ Context::Context(int32_t index) {
     queue.pQueuePriorities = &priority;
     Features features;
     features.require();
-    const char* extensions[] = {VK_KHR_SHADER_CLOCK_EXTENSION_NAME};
+    std::vector<const char*> extensions = {VK_KHR_SHADER_CLOCK_EXTENSION_NAME};
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (traits_.pipeline_statistics) {
+      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      executables.pipelineExecutableInfo = VK_TRUE;
+      features.clock.pNext = &executables;
+    }
     VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features.base};
     info.queueCreateInfoCount = 1;
     info.pQueueCreateInfos = &queue;
-    info.enabledExtensionCount = 1;
-    info.ppEnabledExtensionNames = extensions;
+    info.enabledExtensionCount = uint32_t(extensions.size());
+    info.ppEnabledExtensionNames = extensions.data();
     check(vkCreateDevice(physical_, &info, nullptr, &device_), "vkCreateDevice");
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
   } catch (...) {

@@ -23,13 +23,15 @@ struct DeviceTraits {
   uint32_t compute_units = 0;         // SMs where the driver says (NVIDIA), else 0
   uint32_t subgroup_size = 0;         // invocations of a compute subgroup
   bool cpu = false;                   // a CPU device (lavapipe)
+  bool pipeline_statistics = false;   // VK_KHR_pipeline_executable_properties' pipelineExecutableInfo (enabled)
   bool lavapipe() const { return driver == VK_DRIVER_ID_MESA_LLVMPIPE; }
 };
 
 class Context {
  public:
   // Device `index` in the loader's order, or the best usable one for -1 (discrete GPUs
-  // first, the CPU last). Throws spindle::Error when there is none, or it lacks a feature.
+  // first, the CPU last), with the features the shaders need and pipeline statistics where
+  // the device offers them. Throws spindle::Error when there is none, or it lacks a feature.
   explicit Context(int32_t index);
   ~Context();
   Context(const Context&) = delete;

@@ -29,9 +29,10 @@ std::vector<VulkanDeviceInfo> list_vulkan_devices();
 VulkanDeviceInfo chosen_vulkan_device(int32_t device);
 
 // That device's copy bandwidth in GB/s, bytes read + written per second as the CUDA
-// executor's measure_copy_bandwidth_gbs counts them: the median of 7 vkCmdCopyBuffer of
-// `bytes` between two device-local buffers, timed with timestamp queries, after 2 warm-ups.
-// Throws spindle::Error when bytes is 0 or more than one allocation may hold, when the
+// executor's measure_copy_bandwidth_gbs counts them: the median of 7 compute-shader copies
+// (shaders/copy.comp) of `bytes`, rounded down to 16, between two device-local buffers, timed
+// with timestamp queries, after 2 warm-ups.
+// Throws spindle::Error when bytes is under 16 or more than one allocation may hold, when the
 // device has no timestamps on its compute queue, or memory runs out.
 double measure_vulkan_copy_bandwidth_gbs(int32_t device, uint64_t bytes);
 

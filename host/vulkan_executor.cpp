@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "host/vulkan_buffer.h"
@@ -78,6 +79,19 @@ uint32_t shuffle_width(const vk::DeviceTraits& d, uint32_t asked) {
     throw Error("vulkan executor: a shuffle width of " + std::to_string(width) + " is not a power of two up to " +
                 std::to_string(std::min(d.subgroup_size, kLanes)) + " (the subgroup size of " + d.name + ", at most 32)");
   return width;
+}
+
+// An unroll depth of the shaders (a specialization constant): one of kUnrolls. Their cost
+// functions count the unrolled loops' trips for any depth; the list keeps a lane's loads in
+// flight, and so its registers, within what was meant.
+constexpr uint32_t kUnrolls[] = {1, 2, 4, 8};
+
+uint32_t checked_unroll(uint32_t asked, const char* what) {
+  if (std::find(std::begin(kUnrolls), std::end(kUnrolls), asked) != std::end(kUnrolls)) return asked;
+  std::string allowed;
+  for (uint32_t u : kUnrolls) allowed += (allowed.empty() ? "" : ", ") + std::to_string(u);
+  throw Error(std::string("vulkan executor: ") + what + " unroll of " + std::to_string(asked) +
+              " is not one the shaders take (" + allowed + ")");
 }
 
 // Lavapipe runs LP_NUM_THREADS workgroups of a dispatch at once (on the machines measured its
@@ -232,10 +246,12 @@ struct VulkanExecutor::Device {
   uint64_t ticks_to_ns(uint64_t ticks) const { return ticks_per_ns > 0 ? uint64_t(double(ticks) / ticks_per_ns) : 0; }
 };
 
-VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt,
-                               const VulkanTuning& tuning)
+VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
     : Executor(g), opt_(opt) {
+  const VulkanTuning& tuning = opt.vulkan;
   check_supported(g);
+  dot_unroll_ = checked_unroll(tuning.dot_unroll, "a dot");
+  attn_unroll_ = checked_unroll(tuning.attn_unroll, "an attention");
   if (opt.schedule != ScheduleKind::Ticket)
     throw Error("vulkan executor: tasks are claimed by ticket only (workgroups have no co-residency guarantee)");
   if (g.arenas.size() != SP_ARENA_WEIGHTS0 + w.arenas.size())
@@ -274,7 +290,8 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
 
   d.pipeline = std::make_unique<vk::ComputePipeline>(d.ctx, shaders::persistent(), uint32_t(sizeof(VulkanPush)),
                                                      std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_,
-                                                                           poll_by_load_ ? 1u : 0u});
+                                                                           poll_by_load_ ? 1u : 0u, dot_unroll_,
+                                                                           attn_unroll_});
   d.calibrate_clock();
   const double spin_ms = std::min(traits.lavapipe() ? kLavapipeLongestSpinMs : kLongestSpinMs, opt.watchdog_ms / 4.0);
   d.spin_ticks = uint32_t(std::clamp(spin_ms * 1e6 * d.ticks_per_ns, 0.0, double(UINT32_MAX)));
@@ -285,11 +302,14 @@ VulkanExecutor::~VulkanExecutor() = default;
 std::string VulkanExecutor::describe() const {
   return "vulkan (" + std::to_string(workers_) + " workgroups x " + std::to_string(warps_ * kLanes) +
          " invocations, ticket, shuffle width " + std::to_string(shuffle_width_) + ", poll by " +
-         (poll_by_load_ ? "load" : "atomic add") + ") on device " + std::to_string(dev_->ctx.device_index()) + ": " +
-         dev_->ctx.traits().name;
+         (poll_by_load_ ? "load" : "atomic add") + ", dot unroll " + std::to_string(dot_unroll_) +
+         ", attention unroll " + std::to_string(attn_unroll_) + ") on device " +
+         std::to_string(dev_->ctx.device_index()) + ": " + dev_->ctx.traits().name;
 }
 
 std::span<const float> VulkanExecutor::logits() const { return logits_; }
+
+std::vector<PipelineStatistic> VulkanExecutor::pipeline_statistics() const { return dev_->pipeline->statistics(); }
 
 void VulkanExecutor::run_steps(uint32_t steps) {
   if (broken_) throw Error("vulkan executor: it stopped on an earlier failure; make a new one");

@@ -17,27 +17,12 @@
 
 namespace spindle {
 
-// How a worker polls a counter (shaders/protocol.glsl).
-enum class VulkanPoll {
-  Device,     // Load on GPUs, AtomicAdd on CPU devices
-  AtomicAdd,  // an atomic add of 0 (lavapipe once hoisted an atomic load out of the loop)
-  Load,       // a relaxed atomic load
-};
-
-// Research knobs of the persistent shader.
-struct VulkanTuning {
-  uint32_t warps = 0;          // logical warps (32 invocations) per workgroup; 0 = 1 on lavapipe, else 8
-  uint32_t budget = 0;         // loop back-edges one invocation may take per dispatch; 0 = the device's
-  uint32_t shuffle_width = 0;  // butterfly levels below it use subgroup shuffles (a power of two at most
-                               // the subgroup size, 1 = none); 0 = the subgroup size, at most 32
-  VulkanPoll poll = VulkanPoll::Device;
-};
-
 class VulkanExecutor final : public Executor {
  public:
-  // Throws spindle::Error when no usable device is found, the graph needs what the shaders
-  // lack, or memory runs out (naming the buffer and the bytes).
-  VulkanExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt, const VulkanTuning& tuning = {});
+  // Tuned by opt.vulkan. Throws spindle::Error when no usable device is found, the graph
+  // needs what the shaders lack, a knob has a value the shaders do not take, or memory runs
+  // out (naming the buffer and the bytes).
+  VulkanExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
   ~VulkanExecutor() override;
 
   // Uploads the STATE arena, dispatches until the steps are done, reads STATE and the logits
@@ -48,6 +33,8 @@ class VulkanExecutor final : public Executor {
   std::string describe() const override;
   std::span<const float> logits() const override;
   uint32_t worker_count() const override { return workers_; }
+  // The persistent pipeline's statistics where the device has VK_KHR_pipeline_executable_properties.
+  std::vector<PipelineStatistic> pipeline_statistics() const override;
 
   // Dispatches the last run_steps took.
   uint32_t last_run_dispatches() const { return last_run_dispatches_; }
@@ -60,7 +47,7 @@ class VulkanExecutor final : public Executor {
 
   ExecutorOptions opt_;
   std::unique_ptr<Device> dev_;
-  uint32_t workers_ = 0, warps_ = 0, shuffle_width_ = 0;
+  uint32_t workers_ = 0, warps_ = 0, shuffle_width_ = 0, dot_unroll_ = 0, attn_unroll_ = 0;
   bool poll_by_load_ = false;
   std::vector<float> logits_;
   uint32_t last_run_dispatches_ = 0;

@@ -1,5 +1,6 @@
 // A compute pipeline from embedded SPIR-V words: its only inputs are push constants (every
-// buffer is reached by device address) and specialization constants 0, 1, ... (u32).
+// buffer is reached by device address) and specialization constants 0, 1, ... (u32). Where
+// the device reports pipeline statistics, it is created to capture them.
 #pragma once
 #include <vulkan/vulkan.h>
 
@@ -7,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "host/executor.h"
 #include "host/vulkan_context.h"
 
 namespace spindle::vk {
@@ -22,10 +24,15 @@ class ComputePipeline {
   // Binds the pipeline, pushes `push` (push_bytes) and dispatches `groups` workgroups.
   void dispatch(VkCommandBuffer cmd, const void* push, uint32_t groups) const;
 
+  // The driver's statistics of each executable the pipeline compiled to (registers, spills,
+  // ... as the driver names them); empty when the device does not report them.
+  std::vector<PipelineStatistic> statistics() const;
+
  private:
   void destroy();
   VkDevice device_;
   uint32_t push_bytes_;
+  bool statistics_;
   VkShaderModule module_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;

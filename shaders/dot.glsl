@@ -12,9 +12,11 @@ const uint DOT_VEC = 8u;
 // A warp reads DOT_ROWS weight rows at once (GEMV's rows two by two, GATE_UP's gate and up
 // rows of one output), DOT_UNROLL blocks of each, every load issued before the first product:
 // up to DOT_ROWS * DOT_UNROLL 16-byte loads in flight a lane. (NVIDIA's compiler does not
-// overlap the loads of a loop with a runtime trip count across its iterations.)
+// overlap the loads of a loop with a runtime trip count across its iterations.) The host sets
+// DOT_UNROLL (1, 2, 4 or 8); the cost functions count trips of DOT_UNROLL blocks, so they hold
+// for any depth, and the [[unroll]] loops over it have a constant trip count once specialised.
 const uint DOT_ROWS = 2u;
-const uint DOT_UNROLL = 4u;
+layout(constant_id = 4) const uint DOT_UNROLL = 4u;
 
 // Whether rows of n bf16 elements at addr, `stride` elements apart, can be read an octet at a
 // time with 16-byte loads. Decided once for a task's operand, so it is uniform.

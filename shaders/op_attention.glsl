@@ -19,8 +19,9 @@ uvec2 chunk_positions(uint n, uint chunks, uint c) {
 // Float i of an octet (dot.glsl).
 precise float octet_element(uvec4 o, uint i) { return i % 2u == 0u ? bf16_lo(o[i / 2u]) : bf16_hi(o[i / 2u]); }
 
-// Positions of a chunk whose K (and V) octets a lane loads together, before the first is used.
-const uint ATTN_UNROLL = 4u;
+// Positions of a chunk whose K (and V) octets a lane loads together, before the first is used
+// (set by the host: 1, 2, 4 or 8).
+layout(constant_id = 5) const uint ATTN_UNROLL = 4u;
 
 // Operands: 0 q, 1 K cache, 2 V cache, 3 partials [Hq * chunks, D + 2] f32 {m, l, acc[D]}.
 // A head has at most 256 dims, one block of the canonical dot: lane l holds dims 8l .. 8l + 7

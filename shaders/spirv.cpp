@@ -9,10 +9,14 @@ const uint32_t kPersistent[] =
 const uint32_t kNumericsTest[] =
 #include "numerics_test.spv.inc"
     ;
+const uint32_t kCopy[] =
+#include "copy.spv.inc"
+    ;
 
 }  // namespace
 
 std::span<const uint32_t> persistent() { return kPersistent; }
 std::span<const uint32_t> numerics_test() { return kNumericsTest; }
+std::span<const uint32_t> copy() { return kCopy; }
 
 }  // namespace spindle::shaders

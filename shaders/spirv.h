@@ -9,5 +9,7 @@ namespace spindle::shaders {
 std::span<const uint32_t> persistent();
 // numerics_test.comp: numerics.glsl's functions over arrays, for tests/vulkan_numerics.cpp.
 std::span<const uint32_t> numerics_test();
+// copy.comp: a device-to-device copy, the Vulkan bench's bandwidth ceiling.
+std::span<const uint32_t> copy();
 
 }  // namespace spindle::shaders

@@ -36,20 +36,21 @@ const Decoded& tiny_reference() {
   return d;
 }
 
-// A qwen3 model whose rows the shaders cannot read 16 bytes at a time: hidden 60, head_dim 12
-// and intermediate 100 are not multiples of 8 elements, and the tensors lie back to back in
-// one arena, so most start off a 16-byte boundary. Norm weights near 1, the rest small.
-ModelWeights unaligned_model() {
+// A tiny-shaped qwen3 model with the given widths, its tensors in one arena, each at a
+// multiple of `align` bytes after the last. Norm weights near 1, the rest small.
+ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_t head_dim, uint32_t intermediate,
+                        uint64_t align) {
   ModelWeights w;
-  w.source = "unaligned";
+  w.source = name;
   w.config = synthetic_config("tiny");
-  w.config.hidden = 60;
-  w.config.head_dim = 12;
-  w.config.intermediate = 100;
+  w.config.hidden = hidden;
+  w.config.head_dim = head_dim;
+  w.config.intermediate = intermediate;
   w.config.vocab = 200;
   validate(w.config, w.source);
   uint64_t elements = 0;
   for (const TensorSpec& t : expected_tensors(w.config)) {
+    elements = (elements * sizeof(bf16) + align - 1) / align * align / sizeof(bf16);
     w.tensors[t.name] = TensorRef{0, elements * sizeof(bf16), t.shape};
     elements += w.tensors[t.name].elements();
   }
@@ -59,9 +60,18 @@ ModelWeights unaligned_model() {
   for (const auto& [name, ref] : w.tensors)
     for (uint64_t i = 0; i < ref.elements(); ++i)
       (*values)[ref.offset / sizeof(bf16) + i] = f32_to_bf16((ref.shape.size() == 1 ? 1.0f : 0.0f) + small(rng));
-  w.arenas = {{"unaligned", values, reinterpret_cast<const uint8_t*>(values->data()), elements * sizeof(bf16)}};
+  w.arenas = {{name, values, reinterpret_cast<const uint8_t*>(values->data()), elements * sizeof(bf16)}};
   return w;
 }
+
+// A model whose rows the shaders cannot read 16 bytes at a time: hidden 60, head_dim 12 and
+// intermediate 100 are not multiples of 8 elements, and the tensors lie back to back, so most
+// start off a 16-byte boundary.
+ModelWeights unaligned_model() { return model_with("unaligned", 60, 12, 100, sizeof(bf16)); }
+
+// A model whose projections span several 256-element blocks, a partial trip for every dot
+// unroll depth: hidden 1096 = 4 blocks + 72, intermediate 2120 = 8 blocks + 72; 16-byte reads.
+ModelWeights wide_model() { return model_with("wide", 1096, 16, 2120, 16); }
 
 }  // namespace
 
@@ -72,7 +82,7 @@ TEST_CASE("vulkan: tiny greedy decode equals the sequential reference for every 
     for (uint32_t workers : {1u, 2u, 3u, 8u}) {
       CAPTURE(warps);
       CAPTURE(workers);
-      VulkanExecutor ex(m.graph, m.weights, vulkan_options(workers), {warps, 0});
+      VulkanExecutor ex(m.graph, m.weights, vulkan_options(workers, {warps, 0}));
       check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
       MESSAGE(ex.describe() << ": " << ex.last_run_dispatches() << " dispatches for the last " << kNewTokens << " steps");
     }
@@ -82,12 +92,12 @@ TEST_CASE("vulkan: any split of the butterfly between shared memory and shuffles
   const TinyModel& m = tiny_model();
   for (uint32_t width : {1u, 2u, 4u, 8u}) {  // 1: shared memory only; lavapipe's subgroups are 8 wide
     CAPTURE(width);
-    VulkanExecutor ex(m.graph, m.weights, vulkan_options(2), {2, 0, width});
+    VulkanExecutor ex(m.graph, m.weights, vulkan_options(2, {2, 0, width}));
     check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
   }
   for (VulkanPoll poll : {VulkanPoll::AtomicAdd, VulkanPoll::Load}) {
     CAPTURE(int(poll));
-    VulkanExecutor ex(m.graph, m.weights, vulkan_options(2), {2, 0, 0, poll});
+    VulkanExecutor ex(m.graph, m.weights, vulkan_options(2, {2, 0, 0, poll}));
     check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
   }
 }
@@ -103,8 +113,34 @@ TEST_CASE("vulkan: rows of odd length at unaligned addresses (2-byte loads) give
   const Decoded expect = run_decode(*ref, g, prompt, 10);
   for (uint32_t warps : {1u, 8u}) {
     CAPTURE(warps);
-    VulkanExecutor ex(g, w, vulkan_options(2), {warps, 0});
+    VulkanExecutor ex(g, w, vulkan_options(2, {warps, 0}));
     check_same(run_decode(ex, g, prompt, 10), expect);
+  }
+}
+
+TEST_CASE("vulkan: every dot and attention unroll depth and 16 warps give the reference's tokens and logits") {
+  const ModelWeights w = wide_model();
+  BuildOptions b;
+  b.context = 32;
+  b.attn_chunks = 2;
+  const Graph g = build_decode_graph(w, b);
+  const std::vector<uint32_t> prompt = {5, 17, 199, 3, 80, 41, 9};  // up to 8 positions a chunk
+  auto ref = make_executor(g, w, {ExecutorKind::Sequential});
+  const Decoded expect = run_decode(*ref, g, prompt, 6);
+  auto tuned = [](uint32_t warps, uint32_t dot, uint32_t attn) {
+    VulkanTuning t;
+    t.warps = warps;
+    t.dot_unroll = dot;
+    t.attn_unroll = attn;
+    return t;
+  };
+  for (const VulkanTuning& t : {tuned(1, 1, 1), tuned(2, 2, 2), tuned(2, 8, 8), tuned(16, 4, 4)}) {
+    CAPTURE(t.warps);
+    CAPTURE(t.dot_unroll);
+    CAPTURE(t.attn_unroll);
+    VulkanExecutor ex(g, w, vulkan_options(2, t));
+    check_same(run_decode(ex, g, prompt, 6), expect);
+    MESSAGE(ex.describe() << ": " << ex.last_run_dispatches() << " dispatches for the last 6 steps");
   }
 }
 
@@ -122,7 +158,7 @@ TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
 
 TEST_CASE("vulkan: a small loop budget spreads the steps over many dispatches and changes nothing") {
   const TinyModel& m = tiny_model();
-  VulkanExecutor ex(m.graph, m.weights, vulkan_options(2), {0, 2000});
+  VulkanExecutor ex(m.graph, m.weights, vulkan_options(2, {0, 2000}));
   check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
   CHECK(ex.last_run_dispatches() > kNewTokens);
 }

@@ -75,7 +75,7 @@ TEST_CASE("vulkan: sampling with a temperature and static schedules are refused,
 TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather than giving wrong tokens") {
   const TinyModel& m = tiny_model();
   // One workgroup never waits, so nothing but the budget ends its dispatch.
-  VulkanExecutor ex(m.graph, m.weights, vulkan_options(1), {0, 1u << 24});
+  VulkanExecutor ex(m.graph, m.weights, vulkan_options(1, {0, 1u << 24}));
   if (ex.describe().find("llvmpipe") == std::string::npos) return;  // other drivers have no such limit
   const std::string msg = error_of([&] { decode(ex, m.graph, {1, 2, 3}, 40, {}); });
   CAPTURE(msg);
@@ -86,8 +86,36 @@ TEST_CASE("vulkan: a shuffle width that is not a power of two up to the subgroup
   const TinyModel& m = tiny_model();
   for (uint32_t width : {3u, 64u}) {
     CAPTURE(width);
-    const std::string msg = error_of([&] { VulkanExecutor(m.graph, m.weights, vulkan_options(1), {0, 0, width}); });
+    const std::string msg = error_of([&] { VulkanExecutor(m.graph, m.weights, vulkan_options(1, {0, 0, width})); });
     CAPTURE(msg);
     CHECK(msg.find("a shuffle width of " + std::to_string(width) + " is not a power of two") != std::string::npos);
+  }
+}
+
+TEST_CASE("vulkan: an unroll depth the shaders do not take is refused, naming the ones they do") {
+  const TinyModel& m = tiny_model();
+  for (uint32_t depth : {0u, 3u, 16u}) {
+    CAPTURE(depth);
+    ExecutorOptions o = vulkan_options(1);
+    o.vulkan.dot_unroll = depth;
+    CHECK(error_of([&] { VulkanExecutor(m.graph, m.weights, o); }) ==
+          "vulkan executor: a dot unroll of " + std::to_string(depth) + " is not one the shaders take (1, 2, 4, 8)");
+    o.vulkan.dot_unroll = 4;
+    o.vulkan.attn_unroll = depth;
+    CHECK(error_of([&] { VulkanExecutor(m.graph, m.weights, o); }) == "vulkan executor: an attention unroll of " +
+                                                                          std::to_string(depth) +
+                                                                          " is not one the shaders take (1, 2, 4, 8)");
+  }
+}
+
+TEST_CASE("vulkan: the pipeline's statistics are read where the driver reports them, and nothing fails where not") {
+  const TinyModel& m = tiny_model();
+  VulkanExecutor ex(m.graph, m.weights, vulkan_options(1));
+  const std::vector<PipelineStatistic> stats = ex.pipeline_statistics();
+  MESSAGE(ex.describe() << ": " << stats.size() << " pipeline statistics");
+  for (const PipelineStatistic& s : stats) {
+    MESSAGE(s.executable << ": " << s.name << " = " << s.value);
+    CHECK(!s.name.empty());
+    CHECK(!s.value.empty());
   }
 }

@@ -15,3 +15,9 @@ inline spindle::ExecutorOptions vulkan_options(uint32_t workers = 0, uint32_t wa
   o.watchdog_ms = watchdog_ms;
   return o;
 }
+
+inline spindle::ExecutorOptions vulkan_options(uint32_t workers, const spindle::VulkanTuning& tuning) {
+  spindle::ExecutorOptions o = vulkan_options(workers);
+  o.vulkan = tuning;
+  return o;
+}

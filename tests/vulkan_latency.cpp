@@ -55,7 +55,8 @@ TEST_CASE("timing: dependency-hop latency of a chain of trivial tasks" * doctest
   for (uint32_t workers : {1u, 2u, 4u}) {
     ExecutorOptions o = vulkan_options(workers);
     for (VulkanPoll poll : {VulkanPoll::AtomicAdd, VulkanPoll::Load}) {
-      VulkanExecutor ex(g, m.weights, o, {0, 0, 0, poll});
+      o.vulkan.poll = poll;
+      VulkanExecutor ex(g, m.weights, o);
       const double vk = us_per_hop(ex, g, kSteps);
       MESSAGE(ex.describe() << ": " << vk << " us per hop, " << ex.last_run_dispatches() << " dispatches for "
                             << kSteps * kHops << " tasks");

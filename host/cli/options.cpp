@@ -56,6 +56,17 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "vulkan only: the device's index as `spindle info` lists them; -1 = the first usable "
                  "discrete GPU, else integrated, else the CPU")
       ->capture_default_str();
+  cmd.add_option("--vk-warps", flags.vulkan.warps,
+                 "vulkan only: logical warps of 32 invocations per workgroup (workgroup size 32*N; N up to the "
+                 "device's workgroup limit / 32, 32 on NVIDIA, larger is refused); 0 = 1 on lavapipe, else 8")
+      ->capture_default_str();
+  cmd.add_option("--vk-dot-unroll", flags.vulkan.dot_unroll,
+                 "vulkan only: 256-element blocks of each of a warp's two weight rows loaded per loop trip before "
+                 "the first product (2*N 16-byte loads in flight a lane): 1, 2, 4 or 8")
+      ->capture_default_str();
+  cmd.add_option("--vk-attn-unroll", flags.vulkan.attn_unroll,
+                 "vulkan only: cache positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8")
+      ->capture_default_str();
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {
@@ -66,6 +77,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.cuda_mode = parse_cuda_mode(flags.cuda_mode);
   o.watchdog_ms = flags.watchdog_ms;
   o.device = flags.device;
+  o.vulkan = flags.vulkan;
   return o;
 }
 

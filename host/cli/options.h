@@ -31,9 +31,11 @@ struct ExecutorFlags {
   std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
   int32_t device = ExecutorOptions{}.device;
+  VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms, --device.
+// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms, --device and the Vulkan
+// shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
 // Throws spindle::Error listing the valid names for an unknown one.

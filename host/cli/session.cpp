@@ -44,6 +44,8 @@ std::unique_ptr<Executor> open_executor(Session& s, const ExecutorOptions& opt) 
   const auto t0 = std::chrono::steady_clock::now();
   auto ex = make_executor(s.graph, s.weights, opt);
   std::fprintf(stderr, "spindle: executor %s, ready in %.2f s\n", ex->describe().c_str(), seconds_since(t0));
+  for (const PipelineStatistic& st : ex->pipeline_statistics())
+    std::fprintf(stderr, "spindle: pipeline %s: %s = %s\n", st.executable.c_str(), st.name.c_str(), st.value.c_str());
   return ex;
 }
 

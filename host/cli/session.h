@@ -24,7 +24,8 @@ struct Session {
 std::unique_ptr<Session> open_session(const std::string& model, const BuildOptions& build);
 
 // An executor for the session, named on stderr with the seconds it took to make (the CUDA
-// executor's include putting the weights on the device). Fills the session's weights on the
+// executor's include putting the weights on the device), and its pipeline statistics where
+// the driver reports them (one line each). Fills the session's weights on the
 // host first when the executor runs there and they are not yet.
 std::unique_ptr<Executor> open_executor(Session& s, const ExecutorOptions& opt);
 
