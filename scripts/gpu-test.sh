@@ -60,7 +60,9 @@ order=${SPINDLE_GPU_FIRST:-cuda-tests sanitize timing bench}
 wants() { [[ " $order " == *" $1 "* ]]; }
 bench_programs=OFF
 ! wants weight-read || bench_programs=ON
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=$bench_programs -DCMAKE_CUDA_ARCHITECTURES=90)
+# Every switch explicit: a build folder left by another configuration keeps its cache.
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=$bench_programs -DSPINDLE_CUDA=ON -DSPINDLE_VULKAN=ON
+            -DSPINDLE_TESTS=ON -DCMAKE_CUDA_FLAGS= -DCMAKE_CUDA_ARCHITECTURES=90)
 if [[ -n ${SPINDLE_EXTRA_DEBS:-} ]]; then
   prefix=/tmp/spindle-deps
   step deps build 120 bash -c 'for deb in "$0"/*.deb; do dpkg -x "$deb" "$1" || exit 1; done' "$SPINDLE_EXTRA_DEBS" "$prefix" || exit 1
