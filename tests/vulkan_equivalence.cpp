@@ -73,6 +73,14 @@ ModelWeights unaligned_model() { return model_with("unaligned", 60, 12, 100, siz
 // unroll depth: hidden 1096 = 4 blocks + 72, intermediate 2120 = 8 blocks + 72; 16-byte reads.
 ModelWeights wide_model() { return model_with("wide", 1096, 16, 2120, 16); }
 
+// The graph the hand-built models are checked with: 32 positions in 2 attention chunks.
+Graph short_context_graph(const ModelWeights& w) {
+  BuildOptions b;
+  b.context = 32;
+  b.attn_chunks = 2;
+  return build_decode_graph(w, b);
+}
+
 }  // namespace
 
 TEST_CASE("vulkan: tiny greedy decode equals the sequential reference for every workgroup count and warp count") {
@@ -104,13 +112,9 @@ TEST_CASE("vulkan: any split of the butterfly between shared memory and shuffles
 
 TEST_CASE("vulkan: rows of odd length at unaligned addresses (2-byte loads) give the sequential reference's tokens") {
   const ModelWeights w = unaligned_model();
-  BuildOptions b;
-  b.context = 32;
-  b.attn_chunks = 2;
-  const Graph g = build_decode_graph(w, b);
+  const Graph g = short_context_graph(w);
   const std::vector<uint32_t> prompt = {5, 17, 199};
-  auto ref = make_executor(g, w, {ExecutorKind::Sequential});
-  const Decoded expect = run_decode(*ref, g, prompt, 10);
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
   for (uint32_t warps : {1u, 8u}) {
     CAPTURE(warps);
     VulkanExecutor ex(g, w, vulkan_options(2, {warps, 0}));
@@ -120,13 +124,9 @@ TEST_CASE("vulkan: rows of odd length at unaligned addresses (2-byte loads) give
 
 TEST_CASE("vulkan: every dot and attention unroll depth and 16 warps give the reference's tokens and logits") {
   const ModelWeights w = wide_model();
-  BuildOptions b;
-  b.context = 32;
-  b.attn_chunks = 2;
-  const Graph g = build_decode_graph(w, b);
+  const Graph g = short_context_graph(w);
   const std::vector<uint32_t> prompt = {5, 17, 199, 3, 80, 41, 9};  // up to 8 positions a chunk
-  auto ref = make_executor(g, w, {ExecutorKind::Sequential});
-  const Decoded expect = run_decode(*ref, g, prompt, 6);
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 6);
   auto tuned = [](uint32_t warps, uint32_t dot, uint32_t attn) {
     VulkanTuning t;
     t.warps = warps;
