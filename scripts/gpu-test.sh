@@ -104,9 +104,9 @@ sanitize_step() {
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   local tiny=(-tc='tiny*' -tce='*static*')
-  step memcheck memcheck 300 "$sanitizer" --tool memcheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+  step memcheck memcheck 600 "$sanitizer" --tool memcheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
   [[ ${SPINDLE_GPU_SANITIZE:-1} == memcheck ]] ||
-    step racecheck racecheck 300 "$sanitizer" --tool racecheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+    step racecheck racecheck 600 "$sanitizer" --tool racecheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
 }
 
 timing_step() {
