@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "host/decode.h"
+#include "host/gates.h"
 #include "tasks/error.h"
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
@@ -52,6 +53,23 @@ inline void check_same(const Decoded& got, const Decoded& expect) {
   CHECK(got.tokens == expect.tokens);
   REQUIRE(got.logits.size() == expect.logits.size());
   CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) == 0);
+}
+
+// Bit for bit, position by position: teacher-forced logits of two executors.
+inline void check_same_rows(const spindle::LogitRows& got, const spindle::LogitRows& expect) {
+  REQUIRE(got.size() == expect.size());
+  for (size_t t = 0; t < got.size(); ++t) {
+    CAPTURE(t);
+    REQUIRE(got[t].size() == expect[t].size());
+    CHECK(std::memcmp(got[t].data(), expect[t].data(), got[t].size() * sizeof(float)) == 0);
+  }
+}
+
+// 40 token ids spread over the vocabulary, for teacher-forcing comparisons.
+inline std::vector<uint32_t> spread_ids(uint32_t vocab) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % vocab);
+  return ids;
 }
 
 // The message of the spindle::Error that f throws, or "(no error)".

@@ -2,13 +2,13 @@
 // logits are the sequential reference's bit for bit, so they pass the KL gate against HF's.
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "host/decode.h"
 #include "host/gates.h"
 #include "host/graph_builder.h"
+#include "tests/executors_fixture.h"
 #include "tests/vulkan_fixture.h"
 
 using namespace spindle;
@@ -29,10 +29,7 @@ TEST_CASE("vulkan: the HF qwen3 fixtures pass the KL gate, with the CPU referenc
     auto ref = make_executor(g, w, {ExecutorKind::Sequential});
     const LogitRows ours = teacher_forced_logits(*ex, g, ids);
     const LogitRows cpu = teacher_forced_logits(*ref, g, ids);
-    for (size_t t = 0; t < ours.size(); ++t) {
-      CAPTURE(t);
-      CHECK(std::memcmp(ours[t].data(), cpu[t].data(), ours[t].size() * sizeof(float)) == 0);
-    }
+    check_same_rows(ours, cpu);
     const KlReport kl = compare_logits(read_reference_logits(dir + "/logits.safetensors", ids.size(), g.params.vocab), ours);
     MESSAGE(name << " (" << ex->describe() << "): mean KL " << kl.mean_kl << ", max KL " << kl.max_kl
                  << ", top-1 agreement " << kl.top1_agreement);
