@@ -22,12 +22,13 @@
 #include <random>
 #include <vector>
 
+#include "bench/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/cuda_executor.h"
 #include "megakernel/cuda_handles.h"
 #include "megakernel/device_buffer.h"
 #include "megakernel/device_dot.cuh"
-#include "megakernel/weight_stream.cuh"
+#include "megakernel/tile_layout.h"
 
 using namespace spindle;
 using namespace spindle::cuda;
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_warp_kernel(Problem p) {
     const bf16* src = p.w + (size_t(m) * p.rows + begin + w + i * kWarps) * p.K + g * (kSegBytes / 2);
     const uint32_t bar = smem_address(&bars[w][q % D]);
     mbar_arrive_expect_tx(bar, kSegBytes);
-    bulk_copy_to_shared(smem_address(ring + (q % D) * kSegBytes), src, kSegBytes, bar, 0, false);
+    bulk_copy_to_shared(smem_address(ring + (q % D) * kSegBytes), src, kSegBytes, bar);
   };
   for (uint32_t q = 0; q + 1 < D; ++q) issue(q);
   float acc = 0.0f;
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_block_kernel(Problem p) {
     __syncwarp();
     if (lane < kWarps) {
       const bf16* src = p.w + (size_t(m) * p.rows + begin + i * kWarps + lane) * p.K + g * (kSegBytes / 2);
-      bulk_copy_to_shared(smem_address(ring + (q % D) * kStage + lane * kSegBytes), src, kSegBytes, bar, 0, false);
+      bulk_copy_to_shared(smem_address(ring + (q % D) * kStage + lane * kSegBytes), src, kSegBytes, bar);
     }
   };
   for (uint32_t q = 0; q < D; ++q) issue(q);

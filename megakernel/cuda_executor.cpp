@@ -92,37 +92,6 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
-bool is_projection(const SpTask& t) { return t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP; }
-
-// The weight stream's record of each task (zeros for tasks that read no weight rows), or an
-// empty vector when some projection's rows cannot be bulk-copied (16-byte alignment).
-std::vector<cuda::StreamTask> stream_tasks(const Graph& g, const cuda::DeviceModel& model) {
-  std::vector<cuda::StreamTask> out(g.tasks.size());
-  auto address = [&](uint32_t view) {
-    const SpView& v = g.views[view];
-    return uint64_t(reinterpret_cast<uintptr_t>(model.arena(v.arena))) + sp_view_offset(v);
-  };
-  for (size_t i = 0; i < g.tasks.size(); ++i) {
-    const SpTask& t = g.tasks[i];
-    if (!is_projection(t)) continue;
-    const SpView& w = g.views[t.operand[0]];
-    cuda::StreamTask& s = out[i];
-    s.w0 = address(t.operand[0]);
-    s.w1 = t.op == SP_OP_GATE_UP ? address(t.operand[1]) : 0;
-    s.row_bytes = w.row_stride * 2;
-    s.K = w.cols;
-    s.r0 = t.tile_begin;
-    s.r1 = t.tile_end;
-    bool ok = w.dtype == SP_BF16 && w.cols % 8 == 0 && s.row_bytes % 16 == 0 && s.w0 % 16 == 0;
-    if (t.op == SP_OP_GATE_UP) {
-      const SpView& u = g.views[t.operand[1]];
-      ok = ok && u.dtype == SP_BF16 && u.cols == w.cols && u.row_stride == w.row_stride && s.w1 % 16 == 0;
-    }
-    if (!ok) return {};
-  }
-  return out;
-}
-
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
   DeviceBuffer b(host.size() * sizeof(T), what);
@@ -135,7 +104,7 @@ DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
 struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, counters, control, list_begin, list_tasks, trace;
-  DeviceBuffer stream_tasks, stream_lists, stream_list_begin, progress;
+  DeviceBuffer progress;
   std::vector<cuda::Stage> stages;
   cuda::DeviceGraph graph{};
   size_t smem = 0;
@@ -187,51 +156,28 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit));
 
-  std::vector<cuda::StreamTask> streamed;
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    // The weight stream's ring goes after the tiles' shared memory, as many stages as fit.
     mk_smem_ = d.smem;
-    if (tuning.stream_stages && !tuning.claim_ahead && !tuning.prefetch_bytes && tuning.blocks_per_sm == 1) {
-      streamed = stream_tasks(g, d.model);
-      ring_offset_ = (d.smem + 127) / 128 * 128;
-      const size_t room = size_t(smem_limit) - std::min<size_t>(smem_limit, cuda::megakernel_static_smem(1));
-      const size_t fit = room > ring_offset_ ? (room - ring_offset_) / cuda::kStreamStageBytes : 0;
-      const uint32_t stages =
-          uint32_t(std::min<size_t>({size_t(tuning.stream_stages), size_t(cuda::kStreamMaxStages), fit}));
-      if (!streamed.empty() && stages >= 2) {
-        stream_stages_ = stages;
-        mk_smem_ = ring_offset_ + size_t(stages) * cuda::kStreamStageBytes;
-      }
-    }
     const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
     if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
-    if (stream_stages_) d.stream_tasks = upload(streamed, "the weight stream's tasks");
     d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));
     if (opt.schedule == ScheduleKind::Static) {
-      std::vector<uint32_t> begin{0}, tasks, stream_begin{0};
-      std::vector<cuda::StreamTask> stream_list;
+      std::vector<uint32_t> begin{0}, tasks;
       for (const std::vector<uint32_t>& list : static_lists(g, blocks_)) {
         for (size_t i = 0; i < list.size(); ++i) {
           const SpTask& t = g.tasks[list[i]];
           const bool same = i + 1 < list.size() && g.tasks[list[i + 1]].signal_counter == t.signal_counter &&
                             g.tasks[list[i + 1]].wait_counter != t.signal_counter;
           tasks.push_back(list[i] | (same ? cuda::kListSameSignal : 0u));
-          if (stream_stages_ && is_projection(t) && t.tile_end > t.tile_begin) stream_list.push_back(streamed[list[i]]);
         }
         begin.push_back(uint32_t(tasks.size()));
-        stream_begin.push_back(uint32_t(stream_list.size()));
       }
       d.list_begin = upload(begin, "the static schedule");
       d.list_tasks = upload(tasks, "the static schedule");
-      if (stream_stages_) {
-        if (stream_list.empty()) stream_list.push_back({});  // a buffer even when no block streams
-        d.stream_lists = upload(stream_list, "the weight stream's lists");
-        d.stream_list_begin = upload(stream_begin, "the weight stream's lists");
-      }
     }
   } else {
     cuda::prepare_stage_kernel(d.smem);
@@ -250,9 +196,6 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                               d.counters.as<uint32_t>(),
                               d.list_begin.as<const uint32_t>(),
                               d.list_tasks.as<const uint32_t>(),
-                              d.stream_tasks.as<const cuda::StreamTask>(),
-                              d.stream_lists.as<const cuda::StreamTask>(),
-                              d.stream_list_begin.as<const uint32_t>(),
                               d.control.as<cuda::RunControl>()};
   if (opt.cuda_mode == CudaMode::Graph) d.capture_step_graph();
   logits_.resize(g.views[g.io.logits].cols);
@@ -274,11 +217,6 @@ std::string CudaExecutor::describe() const {
     return std::string("cuda ") + cuda_mode_name(opt_.cuda_mode) + " (" + std::to_string(dev_->stages.size()) +
            " launches per step)" + on;
   std::string knobs;
-  if (stream_stages_)
-    knobs += ", stream " + std::to_string(stream_stages_) + "x32K" + (tuning_.evict_first ? " evict-first" : "") +
-             (tuning_.stream_spin ? " spin" : "");
-  if (tuning_.claim_ahead) knobs += ", claim ahead";
-  if (tuning_.prefetch_bytes) knobs += ", prefetch " + std::to_string(tuning_.prefetch_bytes) + " B";
   if (tuning_.blocks_per_sm != 1) knobs += ", " + std::to_string(tuning_.blocks_per_sm) + " blocks/SM";
   if (!tuning_.input_cache) knobs += ", no input cache";
   if (!tuning_.merge_release) knobs += ", release per task";
@@ -322,12 +260,6 @@ void CudaExecutor::run_on_device(uint32_t steps) {
       launch.first_step = steps_done_ + done;
       launch.steps = std::min(per_launch, steps - done);
       launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
-      launch.claim_ahead = tuning_.claim_ahead;
-      launch.prefetch_bytes = tuning_.prefetch_bytes;
-      launch.stream_stages = stream_stages_;
-      launch.ring_offset = uint32_t(ring_offset_);
-      launch.evict_first = tuning_.evict_first;
-      launch.stream_spin = tuning_.stream_spin;
       launch.input_cache = tuning_.input_cache;
       launch.merge_release = tuning_.merge_release;
       launch.first_sleep_ns = tuning_.first_sleep_ns;

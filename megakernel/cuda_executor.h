@@ -14,25 +14,12 @@ namespace spindle {
 
 // Research knobs of the persistent kernel; docs/JOURNAL.md has what each measured.
 struct MegakernelTuning {
-  bool claim_ahead = false;     // claim the next task before running the current one
-  uint32_t prefetch_bytes = 0;  // of a claimed task's weights, sent towards L2 before its wait
   uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
                                 // workers = 0 then means this many blocks per SM
-  uint32_t stream_stages = 0;   // 32 KB stages of the weight stream's ring in shared memory
-                                // (GEMV / GATE_UP weights copied ahead by the bulk copy engine,
-                                // across tasks with static lists); 0 = the warps load them
-                                // (the default: the stream measured slower, docs/JOURNAL.md).
-                                // Off with claim_ahead, prefetch_bytes or 2 blocks per SM, or
-                                // when a weight is not 16-byte aligned; fewer when shared
-                                // memory is short (streaming_stages() says what ran)
-  bool evict_first = false;     // the stream's copies are marked evict-first in L2
-  bool stream_spin = false;     // the tiles poll the stream's stages with test_wait, not try_wait
   bool input_cache = true;      // consecutive tasks with the same normalised input compute it once
   bool merge_release = false;   // static lists: one release-add for consecutive tasks of a stage
-                                // (off: suspected in a stall at 132 blocks, docs/JOURNAL.md)
-                                // (static lists at 132 blocks stalled on qwen3-0.6b in the last
-                                // measurements; an open bug, docs/JOURNAL.md)
   uint32_t first_sleep_ns = 32, max_sleep_ns = 256;  // back-off between polls of a counter
+
   // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
   // V rows staged at once; 0 = the defaults (16 KB, 64 KB). Tests shrink them to a few
   // positions to reach the multi-block paths.
@@ -57,8 +44,6 @@ class CudaExecutor final : public Executor {
   double last_run_device_ms() const { return last_run_ms_; }
   // Blocks of the persistent kernel (after clamping to what is co-resident).
   uint32_t workers() const { return blocks_; }
-  // Ring stages of the weight stream the megakernel runs with (0: off).
-  uint32_t streaming_stages() const { return stream_stages_; }
 
  private:
   struct Device;
@@ -70,8 +55,7 @@ class CudaExecutor final : public Executor {
   MegakernelTuning tuning_;
   std::unique_ptr<Device> dev_;
   uint32_t blocks_ = 0;
-  uint32_t stream_stages_ = 0;
-  size_t mk_smem_ = 0, ring_offset_ = 0;
+  size_t mk_smem_ = 0;
   std::vector<float> logits_;
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task

@@ -97,8 +97,8 @@ __device__ __forceinline__ float warp_butterfly_sum(float v) {
 // out[i] = sum_k â_i[k] · b̂[k] over n bf16 elements, for R rows a_i against one vector b, each
 // in the canonical order; every lane of the calling warp gets the results. Each lane issues
 // the 16-byte loads of U of its chunks for all R rows before using the first, so R x U loads
-// are in flight per lane. A chunk cut by n, or unaligned operands, are read element by element
-// in the same order.
+// are in flight per lane. A chunk cut by n, or unaligned operands, are read element by
+// element in the same order.
 template <Src A, Src B, int R, int U>
 __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const bf16* b, uint32_t n, float (&out)[R]) {
   float acc[R];
@@ -110,12 +110,14 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
   }
   const uint32_t first = lane_id() * kDotVec;
   const uint32_t full = vec ? n / kDotVec * kDotVec : 0;  // [0, full): whole chunks, vector loads
+  // b in shared memory is read when used: holding U chunks of it would cost 4U registers.
+  constexpr bool kLateB = B == Src::Shared;
   for (uint32_t k0 = first; k0 < full; k0 += U * kDotBlock) {
-    uint4 av[R][U], bv[U];
+    uint4 av[R][U], bv[kLateB ? 1 : U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k0 + u * kDotBlock >= full) break;
-      bv[u] = load16<B>(b + k0 + u * kDotBlock);
+      if constexpr (!kLateB) bv[u] = load16<B>(b + k0 + u * kDotBlock);
 #pragma unroll
       for (int i = 0; i < R; ++i) av[i][u] = load16<A>(a[i] + k0 + u * kDotBlock);
     }
@@ -123,7 +125,7 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
     for (int u = 0; u < U; ++u) {
       if (k0 + u * kDotBlock >= full) break;
       float bf[8];
-      unpack_bf16x8(bv[u], bf);
+      unpack_bf16x8(kLateB ? load16<B>(b + k0 + u * kDotBlock) : bv[u], bf);
 #pragma unroll
       for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
     }
@@ -148,6 +150,30 @@ __device__ __forceinline__ float warp_dot(const bf16* a, const bf16* b, uint32_t
   float out[1];
   warp_dot_rows<A, B, 1, 8>(rows, b, n, out);
   return out[0];
+}
+
+// Starts an asynchronous 16-byte copy global → shared, read at L2 (like ld.global.cg), with
+// Resident's evict-last policy when asked; the thread's copies are complete after
+// cp_async_wait_all.
+template <Src S = Src::Data>
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  if constexpr (S == Src::Resident)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "l"(l2_evict_last())
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Starts copying src[0..n) (bf16, global, read as S says) to dst (shared) by the whole block:
+// asynchronous 16-byte copies where both are aligned, so every piece is in flight at once, and
+// the rest element by element. Complete for the calling thread after cp_async_wait_all.
+template <Src S>
+__device__ __forceinline__ void stage_to_shared(const bf16* src, bf16* dst, uint32_t n) {
+  const uint32_t head = aligned16(src) && aligned16(dst) ? n / kDotVec * kDotVec : 0;
+  for (uint32_t k = threadIdx.x * kDotVec; k < head; k += blockDim.x * kDotVec) cp_async16<S>(dst + k, src + k);
+  for (uint32_t k = head + threadIdx.x; k < n; k += blockDim.x) dst[k] = load_bf16<S>(src + k);
 }
 
 // dst[0..n) = src[0..n) (bf16), by the whole block, 16 bytes at a time where aligned.

@@ -19,8 +19,6 @@ enum DeviceFailureKind : uint32_t {
   kFailTokenRange = 2,     // value: the token, target: the embedding's rows
   kFailPositionRange = 3,  // value: the position, target: the KV capacity
   kFailStepRange = 4,      // value: the step, target: the out-token slots
-  kFailStream = 5,         // a weight-stream stage never landed: value: stages consumed,
-                           // target: stages issued, counter: the ring slot
 };
 
 struct DeviceFailure {
@@ -53,16 +51,6 @@ struct RunControl {
 
 // Everything a kernel needs, passed by value; every pointer is device memory that lives as
 // long as the executor.
-// A GEMV / GATE_UP task's weights as the persistent kernel's weight stream reads them
-// (weight_stream.cuh); zeros for a task that reads no weight rows.
-struct StreamTask {
-  unsigned long long w0, w1;  // device address of row 0 of W (GEMV) / Wg, and of Wu (0 for GEMV)
-  uint32_t row_bytes;         // between rows
-  uint32_t K;                 // elements per row
-  uint32_t r0, r1;            // the task's rows
-};
-static_assert(sizeof(StreamTask) == 32, "StreamTask is two 16-byte loads");
-
 // A static list entry with this bit set is followed, in the same list, by a task that signals
 // the same counter and does not wait on it: the block may release both with one add.
 constexpr uint32_t kListSameSignal = 0x80000000u;
@@ -78,9 +66,6 @@ struct DeviceGraph {
   const uint32_t* list_begin;  // static schedule: block b runs list_tasks[list_begin[b] ..
   const uint32_t* list_tasks;  // list_begin[b+1]) each step (task | kListSameSignal flag);
                                // nullptr for the ticket schedule
-  const StreamTask* stream_tasks;      // the weight stream (weight_stream.cuh), by task id
-  const StreamTask* stream_lists;      // static: block b's GEMV / GATE_UP tasks in list order,
-  const uint32_t* stream_list_begin;   // stream_lists[stream_list_begin[b] .. [b+1])
   RunControl* control;
 };
 

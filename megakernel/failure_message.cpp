@@ -18,9 +18,6 @@ std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t wat
       return "cuda executor: " + task + ": position " + value + " is past the KV capacity of " + target;
     case kFailStepRange:
       return "cuda executor: " + task + ": step " + value + " is past the " + target + " out-token slots";
-    case kFailStream:
-      return "cuda executor watchdog: a weight-stream stage never landed (block " + std::to_string(f.task) +
-             ", slot " + std::to_string(f.counter) + ", " + value + " stages consumed of " + target + " issued)";
   }
   return "cuda executor: " + task + ": unknown device failure " + std::to_string(f.kind);
 }

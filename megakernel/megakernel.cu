@@ -4,8 +4,6 @@
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/run_device_task.cuh"
-#include "megakernel/weight_prefetch.cuh"
-#include "megakernel/weight_stream.cuh"
 #include "tasks/counters.h"
 
 namespace spindle::cuda {
@@ -13,7 +11,6 @@ namespace {
 
 // A claim on a task: a ticket (dynamic schedule) or an index into the block's static list,
 // over all `steps` of the launch, decoded when the block gets to it.
-constexpr uint64_t kNoClaim = ~uint64_t(0);
 
 struct Claimed {
   bool valid;
@@ -24,7 +21,7 @@ struct Claimed {
 // Thread 0's state from task to task.
 struct Dispatcher {
   unsigned long long next_static;  // static-list entries claimed so far
-  unsigned long long claim, next;
+  unsigned long long claim;
   unsigned long long start_ns, wait_ns;
   uint32_t seen_counter, seen_target;  // the last wait target reached
   uint32_t pending, pending_counter;   // releases held for the next task
@@ -33,8 +30,6 @@ struct Dispatcher {
 // Thread 0. `next_static` counts the block's static-list entries claimed so far.
 __device__ uint64_t claim_task(const DeviceGraph& g, unsigned long long& next_static) {
   if (g.list_begin) return next_static++;
-  // A task only waits on tasks with smaller tickets, claimed by blocks that run them before
-  // any ticket they claim later, so holding a claim ahead cannot deadlock.
   return atomicAdd(&g.control->ticket, 1ull);
 }
 
@@ -44,7 +39,7 @@ __device__ Claimed decode_claim(const DeviceGraph& g, const MegakernelLaunch& l,
     begin = g.list_begin[blockIdx.x];
     len = g.list_begin[blockIdx.x + 1] - begin;
   }
-  if (claim == kNoClaim || claim >= uint64_t(l.steps) * len) return {false, false, 0, 0};
+  if (claim >= uint64_t(l.steps) * len) return {false, false, 0, 0};
   const uint32_t index = uint32_t(claim % len);
   const uint32_t entry = g.list_begin ? g.list_tasks[begin + index] : index;
   return {true, (entry & kListSameSignal) != 0, entry & ~kListSameSignal, l.first_step + uint32_t(claim / len)};
@@ -120,11 +115,8 @@ __device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st) 
 }
 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
-// shared memory once. Warp 0 stages the claimed task's
-// record and views and keeps the weight stream's ring full; thread 0 waits on the task's
-// counter; then the block runs the tile and thread 0 signals. With claim_ahead it claims its
-// next task before running the current one; with prefetch_bytes it sends the start of a
-// claimed task's weights towards L2 before waiting on the task's counter.
+// shared memory once. Warp 0 stages the claimed task's record and views; thread 0 waits on
+// the task's counter; then the block runs the tile and thread 0 signals.
 template <int MinBlocksPerSm>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -134,20 +126,13 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   __shared__ __align__(16) SpGraphParams s_params;
   __shared__ uint8_t* s_arenas[SP_MAX_ARENAS];
   __shared__ InputKey s_input;
-  __shared__ __align__(8) uint64_t s_bars[kStreamMaxStages];
-  __shared__ __align__(16) StreamState s_stream;
-  __shared__ __align__(16) StreamTask s_stream_next;
 
   for (uint32_t i = threadIdx.x; i < g.n_arenas; i += blockDim.x) s_arenas[i] = g.ctx.arenas[i];
   if (threadIdx.x < sizeof(SpGraphParams) / 4)
     reinterpret_cast<uint32_t*>(&s_params)[threadIdx.x] = reinterpret_cast<const uint32_t*>(g.ctx.params)[threadIdx.x];
   const TileContext ctx{&s_params, s_staged.views, s_arenas, g.ctx.state};
   if (threadIdx.x == 0) s_input.valid = 0;
-  WeightStream ws;
-  ws.init(g, l.stream_stages, smem + l.ring_offset, &s_stream, &s_stream_next, s_bars, l.steps, l.evict_first != 0,
-          l.stream_spin != 0, l.watchdog_ns);
   __syncthreads();
-  if (ws.on() && g.list_begin && threadIdx.x < 32) ws.fill();  // the first stages of the block's list
 
   // Thread 0's state across tasks lives in shared memory, not in registers: the kernel is at
   // its register limit, and a loop-carried value the compiler spilled to local memory would
@@ -155,7 +140,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   __shared__ Dispatcher s_d;
   if (threadIdx.x == 0) {
     s_d.next_static = 0;
-    s_d.next = kNoClaim;
     s_d.start_ns = s_d.wait_ns = 0;
     s_d.seen_counter = SP_NO_COUNTER;
     s_d.seen_target = 0;
@@ -167,20 +151,11 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     if (threadIdx.x == 0) {
       s_task = decode_claim(g, l, s_d.claim);
       if (run_aborted(g.control)) s_task.valid = false;
-      if (l.claim_ahead && s_task.valid) s_d.next = claim_task(g, s_d.next_static);  // read after the tile
     }
     __syncthreads();
     const Claimed task = s_task;
     if (!task.valid) break;
-    if (threadIdx.x < 32) {
-      StreamTask claimed{};
-      const bool ticket_stream = ws.on() && !g.list_begin;
-      if (ticket_stream) claimed = load_stream_task(g.stream_tasks + task.task);  // in flight with the staging
-      stage_task(g, task.task, s_staged);
-      if (ticket_stream) ws.begin_task(claimed);
-      if (ws.on()) ws.fill();
-    }
-    if (l.prefetch_bytes) prefetch_task_weights(g, task.task, l.prefetch_bytes);
+    if (threadIdx.x < 32) stage_task(g, task.task, s_staged);
     if (threadIdx.x == 0) {
       uint32_t* progress = g.control->progress;
       if (progress) {
@@ -198,7 +173,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     if (!s_ready) break;
     const SpTask& t = s_staged.t;  // read in place: nothing writes it until the next claim
     const TaskSite site{g.control, task.task, task.step};
-    const TileExtras extras{&ws, l.input_cache ? &s_input : nullptr, t.wait_counter,
+    const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
                             t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step)};
     run_device_task(t, ctx, g, site, smem, &extras);
     __syncthreads();  // the tile's writes, by every thread, come before the release below
@@ -211,11 +186,10 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       }
       record_trace(g.control, g.n_tasks, site, s_d.start_ns, s_d.wait_ns);
       if (g.control->progress) g.control->progress[4 * blockIdx.x + 2] = 3;
-      s_d.claim = l.claim_ahead ? s_d.next : claim_task(g, s_d.next_static);
+      s_d.claim = claim_task(g, s_d.next_static);
     }
   }
   if (threadIdx.x == 0 && s_d.pending) DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
-  if (threadIdx.x < 32 && ws.on()) ws.drain();
 }
 
 template <int MinBlocksPerSm>
@@ -227,21 +201,10 @@ uint32_t blocks_per_sm(size_t smem) {
   return uint32_t(blocks);
 }
 
-template <int MinBlocksPerSm>
-size_t static_smem() {
-  cudaFuncAttributes a{};
-  SP_CUDA(cudaFuncGetAttributes(&a, persistent_kernel<MinBlocksPerSm>));
-  return a.sharedSizeBytes;
-}
-
 }  // namespace
 
 uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem) {
   return min_blocks_per_sm >= 2 ? blocks_per_sm<2>(smem) : blocks_per_sm<1>(smem);
-}
-
-size_t megakernel_static_smem(uint32_t min_blocks_per_sm) {
-  return min_blocks_per_sm >= 2 ? static_smem<2>() : static_smem<1>();
 }
 
 void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,

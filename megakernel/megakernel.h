@@ -14,12 +14,6 @@ struct MegakernelLaunch {
   uint32_t first_step;      // executor step of the launch's first step
   uint32_t steps;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
-  uint32_t claim_ahead;     // claim the next task before running the current one
-  uint32_t prefetch_bytes;  // of a claimed task's weights, sent towards L2 before its wait
-  uint32_t stream_stages;   // ring stages of the weight stream (weight_stream.cuh); 0 = off
-  uint32_t ring_offset;     // where the ring starts in the dynamic shared memory
-  uint32_t evict_first;     // the stream's copies mark their lines evict-first in L2
-  uint32_t stream_spin;     // poll the stream's stages with test_wait instead of try_wait
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
   uint32_t first_sleep_ns, max_sleep_ns;  // back-off between polls of a counter
@@ -29,9 +23,6 @@ struct MegakernelLaunch {
 // memory, for the build of the kernel whose registers allow `min_blocks_per_sm` (1 or 2) per
 // SM. Raises that kernel's shared-memory limit to `smem` first.
 uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem);
-
-// Static shared memory of the persistent kernel's build (what the dynamic part must leave).
-size_t megakernel_static_smem(uint32_t min_blocks_per_sm);
 
 // The grid must be co-resident for the static schedule (the caller clamps it).
 void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,

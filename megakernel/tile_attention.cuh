@@ -32,14 +32,6 @@ struct AttnChunkShape {
   size_t cache_stride, partial_stride;
 };
 
-// Starts an asynchronous 16-byte copy global → shared (L2 only, like ld.global.cg); the
-// thread's copies are complete after cp_async_wait_all.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
 // Copies rows [0, rows) of D bf16 of a (src_a → dst_a) and, when src_b is set, of b, into
 // shared memory (rows D apart), by the block: every 16-byte piece is in flight at once
 // (asynchronous copies, no registers). The caller syncs the block before reading them.

@@ -1,15 +1,13 @@
 // GEMV and GATE_UP tiles (docs/numerics.md): the input is normalised once per task into
 // shared memory, then each warp takes rows r0 + warp, r0 + warp + warps, … and computes each
-// row's canonical dot against the bf16 weights, read either by the warp itself (16-byte loads,
-// several in flight) or, in the persistent kernel with the weight stream on, from the stream's
-// ring in shared memory (weight_stream.cuh). Both read lane l's elements in the same order.
+// row's canonical dot against the bf16 weights, which it reads itself (16-byte loads, several
+// in flight).
 #pragma once
 #include <math.h>
 #include <stdint.h>
 
 #include "megakernel/device_dot.cuh"
 #include "megakernel/tile_layout.h"
-#include "megakernel/weight_stream.cuh"
 #include "ops/argmax.h"
 #include "ops/context.h"
 #include "ops/gemv.h"
@@ -27,80 +25,41 @@ struct InputKey {
 
 // What the persistent kernel lends the tiles (nullptr members in the per-op kernels).
 struct TileExtras {
-  WeightStream* stream;  // on when stream->on()
   InputKey* input;       // the block's cached input
   uint32_t wait_counter, wait_target;
 };
 
-__device__ inline bool stream_on(const TileExtras* x) { return x && x->stream && x->stream->on(); }
-
 // The vector a projection multiplies, as bf16 in shared memory: RMSNorm(x) with norm_w, else
-// x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. The norm
-// weights are loaded together with x, so their latency overlaps.
+// x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. x and the
+// norm weights are staged together (one round trip); the code stays short and rolled, since
+// it runs once per task from a cold instruction cache (docs/JOURNAL.md, fourth session).
 __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const bf16* norm_w, const SpGraphParams& p,
                                                uint8_t* smem, const TileExtras* extras) {
   float* inv = reinterpret_cast<float*>(smem);
-  bf16* n = reinterpret_cast<bf16*>(smem + kTileScratchBytes);
+  bf16* n = reinterpret_cast<bf16*>(smem + projection_input_offset());
+  bf16* w = reinterpret_cast<bf16*>(smem + projection_norm_offset(K));
   InputKey* cache = extras ? extras->input : nullptr;
   const InputKey key{x, norm_w, K, extras ? extras->wait_counter : 0u, extras ? extras->wait_target : 0u, 1u};
   if (cache && key.counter != SP_NO_COUNTER && cache->valid && cache->x == key.x && cache->norm == key.norm &&
       cache->K == key.K && cache->counter == key.counter && cache->target == key.target)
     return n;
-  constexpr uint32_t kVecs = 4;  // 16-byte vectors of x per thread on the fast path
-  const uint32_t nvec = K / kDotVec;
-  if (K % kDotVec == 0 && nvec <= kVecs * blockDim.x && aligned16(x) && (!norm_w || aligned16(norm_w))) {
-    uint4 xv[kVecs], wv[kVecs];
-#pragma unroll
-    for (uint32_t i = 0; i < kVecs; ++i) {
-      const uint32_t v = threadIdx.x + i * blockDim.x;
-      if (v < nvec) {
-        xv[i] = load16<Src::Data>(x + v * kDotVec);
-        if (norm_w) wv[i] = load16<Src::Resident>(norm_w + v * kDotVec);
-      }
-    }
-#pragma unroll
-    for (uint32_t i = 0; i < kVecs; ++i) {
-      const uint32_t v = threadIdx.x + i * blockDim.x;
-      if (v < nvec) *reinterpret_cast<uint4*>(n + v * kDotVec) = xv[i];
+  stage_to_shared<Src::Data>(x, n, K);
+  if (norm_w) stage_to_shared<Src::Resident>(norm_w, w, K);
+  cp_async_wait_all();
+  __syncthreads();
+  if (norm_w) {
+    if (warp_id() == 0) {
+      const bf16* rows[1] = {n};
+      float ss[1];
+      warp_dot_rows<Src::Shared, Src::Shared, 1, 2>(rows, n, K, ss);
+      if (lane_id() == 0) *inv = rms_inverse<float>(ss[0], K, p.rms_eps);
     }
     __syncthreads();
-    if (norm_w) {
-      if (warp_id() == 0) {
-        const float ss = warp_dot<Src::Shared, Src::Shared>(n, n, K);
-        if (lane_id() == 0) *inv = rms_inverse<float>(ss, K, p.rms_eps);
-      }
-      __syncthreads();
-      const float iv = *inv;
-#pragma unroll
-      for (uint32_t i = 0; i < kVecs; ++i) {
-        const uint32_t v = threadIdx.x + i * blockDim.x;
-        if (v >= nvec) continue;
-        float xf[8], wf[8];
-        unpack_bf16x8(xv[i], xf);
-        unpack_bf16x8(wv[i], wf);
-        uint32_t w[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          w[e] = uint32_t(rms_norm_element<float>(xf[2 * e], iv, wf[2 * e], p.norm_kind)) |
-                 uint32_t(rms_norm_element<float>(xf[2 * e + 1], iv, wf[2 * e + 1], p.norm_kind)) << 16;
-        *reinterpret_cast<uint4*>(n + v * kDotVec) = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-      __syncthreads();
-    }
-  } else {
-    block_copy_bf16<Src::Data>(x, n, K);
+    const float iv = *inv;
+#pragma unroll 2
+    for (uint32_t k = threadIdx.x; k < K; k += blockDim.x)
+      n[k] = rms_norm_element<float>(widen<float>(n[k]), iv, widen<float>(w[k]), p.norm_kind);
     __syncthreads();
-    if (norm_w) {
-      if (warp_id() == 0) {
-        const float ss = warp_dot<Src::Shared, Src::Shared>(n, n, K);
-        if (lane_id() == 0) *inv = rms_inverse<float>(ss, K, p.rms_eps);
-      }
-      __syncthreads();
-      for (uint32_t k = threadIdx.x; k < K; k += blockDim.x)
-        n[k] = rms_norm_element<float>(widen<float>(n[k]), *inv,
-                                       widen<float>(load_bf16<Src::Resident>(norm_w + k)), p.norm_kind);
-      __syncthreads();
-    }
   }
   if (cache && threadIdx.x == 0) *cache = key;  // every thread has read the old key above
   return n;
@@ -143,40 +102,16 @@ __device__ __forceinline__ void for_row_groups(uint32_t first, uint32_t end, uin
 }
 
 // Loads in flight per lane across a group's weight rows, and the most rows (GEMV) or row pairs
-// (GATE_UP) a group holds. Measured on qwen3-8b (docs/JOURNAL.md, third session): GATE_UP with
-// 2 pairs x 2 loads a row is 7% faster than 4 pairs x 1, or 1 pair x 4; GEMV with 4 rows x 2
-// beats 2 x 4 and 1 x 8; 12 loads in flight spill.
-constexpr int kLoadsInFlight = 8;
+// (GATE_UP) a group holds. Measured (docs/JOURNAL.md): GATE_UP with 2 pairs is 7% faster than
+// 4 pairs or 1 (third session); 16 loads in flight for a full group of 4 rows beat 8 by 3-4%
+// on qwen3-8b (fourth session); the smaller groups that end a task keep 8, since 16 there
+// spill registers in the persistent kernel.
+constexpr int kLoadsInFlight = 16, kSmallGroupLoads = 8;
 constexpr int kGemvGroupRows = 4, kGateUpGroupRows = 2;
-
-// Lane l's part of the canonical dot of U row-units of one stream stage against the input:
-// unit u's segment starts at unit0 + u * unit_bytes, the input's at nseg; len elements (a
-// multiple of 8). Every chunk's loads are issued before the first is used.
-template <int U>
-__device__ __forceinline__ void stream_seg_dot(const uint8_t* unit0, uint32_t unit_bytes, const bf16* nseg, uint32_t len,
-                                               float (&acc)[U]) {
-  constexpr int C = int(kStreamStageBytes / (2u * kTileWarps * U) / kDotBlockElems);
-  const uint32_t first = lane_id() * kDotVec;
-  uint4 a[U][C], b[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const uint32_t k = first + c * kDotBlock;
-    if (k < len) {
-      b[c] = load16<Src::Shared>(nseg + k);
-#pragma unroll
-      for (int u = 0; u < U; ++u) a[u][c] = load16<Src::Shared>(unit0 + u * unit_bytes + 2u * k);
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const uint32_t k = first + c * kDotBlock;
-    if (k < len) {
-      float bf[8];
-      unpack_bf16x8(b[c], bf);
-#pragma unroll
-      for (int u = 0; u < U; ++u) accumulate_bf16x8(acc[u], a[u][c], bf);
-    }
-  }
+// 16-byte chunks a lane loads ahead per row of a group of `rows` weight rows.
+__host__ __device__ constexpr int chunks_in_flight(int rows) {
+  const int u = (rows >= 4 ? kLoadsInFlight : kSmallGroupLoads) / rows;
+  return u < 1 ? 1 : u;
 }
 
 struct GemvOut {
@@ -210,42 +145,23 @@ __device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, 
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const SpView& W = c.views[t.operand[0]];
   const uint32_t K = W.cols;
+  const bf16* w = view_data<const bf16>(c, t.operand[0]);
+  const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
   const bf16* norm_w = t.operand[2] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[2]);
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, norm_w, *c.params, smem, extras);
-  const bf16* w = view_data<const bf16>(c, t.operand[0]);
   const GemvOut o{view_data<void>(c, t.operand[3]), c.views[t.operand[3]].dtype == SP_F32,
                   t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4])};
   const uint32_t flags = t.operand[5];
-  const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
-  if (stream_on(extras)) {
-    WeightStream& ws = *extras->stream;
-    const StreamGeom geom = stream_geom(K, t.tile_end - t.tile_begin, 1);
-    float acc[1] = {0.0f};
-    for (uint32_t i = 0; i < geom.stages; ++i) {
-      const uint8_t* stage = ws.wait_stage();
-      const StreamStage s = stream_stage(geom, i);
-      for (uint32_t row = warp_id(); row < s.rows_in; row += kTileWarps) {
-        if (s.e0 == 0) acc[0] = 0.0f;
-        stream_seg_dot<1>(stage + stream_slot(geom, row, 0) * 2u, 0u, n + s.e0, s.len, acc);
-        if (s.e0 + s.len == K) {
-          const float dot = warp_butterfly_sum(acc[0]);
-          if (lane_id() == 0) finish_gemv_rows<1>(o, t.tile_begin + s.row_first + row, 0, {dot}, best);
-        }
-      }
-      ws.release_stage();
-    }
-  } else {
-    for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
-      const bf16* rows[R];
-      for (int i = 0; i < R; ++i) rows[i] = w + size_t(r0 + i * stride) * W.row_stride;
-      float dots[R];
-      warp_dot_rows<Src::Weight, Src::Shared, R, kLoadsInFlight / R>(rows, n, K, dots);
-      if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
-      finish_gemv_rows<R>(o, r0, stride, dots, best);
-    });
-  }
+  for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
+    const bf16* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = w + size_t(r0 + i * stride) * W.row_stride;
+    float dots[R];
+    warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, K, dots);
+    if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
+    finish_gemv_rows<R>(o, r0, stride, dots, best);
+  });
   if (flags & 1u) {
     best = block_argmax(best, smem);
     if (threadIdx.x == 0) view_data<ArgmaxPartial>(c, t.operand[6])[flags >> 16] = best;
@@ -255,32 +171,12 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
 __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const SpView& Wg = c.views[t.operand[0]];
   const uint32_t K = Wg.cols;
-  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[2]), K, view_data<const bf16>(c, t.operand[3]),
-                                   *c.params, smem, extras);
   const bf16* wg = view_data<const bf16>(c, t.operand[0]);
   const bf16* wu = view_data<const bf16>(c, t.operand[1]);
-  bf16* act = view_data<bf16>(c, t.operand[4]);
   const uint32_t stride = warps_per_block();
-  if (stream_on(extras)) {
-    WeightStream& ws = *extras->stream;
-    const StreamGeom geom = stream_geom(K, t.tile_end - t.tile_begin, 2);
-    float acc[2] = {0.0f, 0.0f};
-    for (uint32_t i = 0; i < geom.stages; ++i) {
-      const uint8_t* stage = ws.wait_stage();
-      const StreamStage s = stream_stage(geom, i);
-      for (uint32_t row = warp_id(); row < s.rows_in; row += kTileWarps) {
-        if (s.e0 == 0) acc[0] = acc[1] = 0.0f;
-        stream_seg_dot<2>(stage + stream_slot(geom, row, 0) * 2u,
-                          (stream_slot(geom, row, 1) - stream_slot(geom, row, 0)) * 2u, n + s.e0, s.len, acc);
-        if (s.e0 + s.len == K) {
-          const float g = warp_butterfly_sum(acc[0]), u = warp_butterfly_sum(acc[1]);
-          if (lane_id() == 0) act[t.tile_begin + s.row_first + row] = swiglu(rounded(g), rounded(u));
-        }
-      }
-      ws.release_stage();
-    }
-    return;
-  }
+  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[2]), K, view_data<const bf16>(c, t.operand[3]),
+                                   *c.params, smem, extras);
+  bf16* act = view_data<bf16>(c, t.operand[4]);
   for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
     const bf16* rows[2 * R];  // gate and up row of each output row
     for (int i = 0; i < R; ++i) {
@@ -288,8 +184,7 @@ __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_
       rows[2 * i + 1] = wu + size_t(r0 + i * stride) * Wg.row_stride;
     }
     float dots[2 * R];
-    warp_dot_rows<Src::Weight, Src::Shared, 2 * R, (kLoadsInFlight / (2 * R) > 0 ? kLoadsInFlight / (2 * R) : 1)>(
-        rows, n, K, dots);
+    warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, K, dots);
     if (lane_id() != 0) return;
     for (int i = 0; i < R; ++i) act[r0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
   });

@@ -37,17 +37,7 @@ MegakernelTuning with(auto&& f) {
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = {
       {"megakernel static", CudaMode::Megakernel, ScheduleKind::Static, {}},
-      {"megakernel static, stream 4", CudaMode::Megakernel, ScheduleKind::Static, with([](auto& t) { t.stream_stages = 4; })},
-      {"megakernel static, stream 4 spin", CudaMode::Megakernel, ScheduleKind::Static,
-       with([](auto& t) { t.stream_stages = 4; t.stream_spin = true; })},
-      {"megakernel static, stream 6 spin evict-first", CudaMode::Megakernel, ScheduleKind::Static,
-       with([](auto& t) { t.stream_stages = 6; t.stream_spin = true; t.evict_first = true; })},
-      {"megakernel static, prefetch 64 KB", CudaMode::Megakernel, ScheduleKind::Static,
-       with([](auto& t) { t.prefetch_bytes = 64 << 10; })},
-      {"megakernel static, prefetch 256 KB", CudaMode::Megakernel, ScheduleKind::Static,
-       with([](auto& t) { t.prefetch_bytes = 256 << 10; })},
       {"megakernel ticket", CudaMode::Megakernel, ScheduleKind::Ticket, {}},
-      {"megakernel ticket, claim ahead", CudaMode::Megakernel, ScheduleKind::Ticket, with([](auto& t) { t.claim_ahead = true; })},
       {"per-op", CudaMode::PerOp, ScheduleKind::Ticket, {}},
       {"cuda graph", CudaMode::Graph, ScheduleKind::Ticket, {}},
   };
