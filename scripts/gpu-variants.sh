@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Compile-time variants of the CUDA executor measured in one GPU-machine call: each variant is
+# `spindle` built with its own compiler flags (given to nvcc and the C++ compiler alike, in
+# build-var/NAME, CUDA only), then every model is benched with every variant in turn, in the
+# same call, so their ms/token compare as ratios.
+#
+#   scripts/gpu-variants.sh NAME=FLAGS...       e.g. base= 'lif16=-DSP_EXP_LIF=16'
+#   SPINDLE_EXTRA_DEBS=DIR      unpack the build dependencies' .debs first (as gpu-test.sh)
+#   SPINDLE_VARIANT_MODELS="…"  models to bench (default: qwen3-0.6b qwen3-8b), synthetic presets
+#   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
+#   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps, CSV, in traces.tar)
+# Results go to $OUT (or build-var/logs) in three files, since the device tool brings back
+# eight at most: bench.log, build.log and traces.tar.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${OUT:-build-var/logs}
+mkdir -p "$logs" build-var
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=OFF -DSPINDLE_CUDA=ON -DSPINDLE_VULKAN=OFF -DSPINDLE_TESTS=OFF
+      -DCMAKE_CUDA_ARCHITECTURES=90)
+if [[ -n ${SPINDLE_EXTRA_DEBS:-} ]]; then
+  prefix=/tmp/spindle-deps
+  for deb in "$SPINDLE_EXTRA_DEBS"/*.deb; do dpkg -x "$deb" "$prefix" || exit 1; done
+  args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DOPENSSL_ROOT_DIR="$prefix/usr")
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+names=()
+for v in "$@"; do
+  name=${v%%=*} flags=${v#*=}
+  names+=("$name")
+  (cmake -S . -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" &&
+     cmake --build "build-var/$name" --target spindle -j"$(($(nproc) / $# + 1))") >"build-var/build-$name.log" 2>&1 &
+done
+wait
+for name in "${names[@]}"; do
+  cat "build-var/build-$name.log" >>"$logs/build.log"
+  [[ -x build-var/$name/host/spindle ]] || { echo "variant $name did not build:"; tail -n 30 "build-var/build-$name.log"; exit 1; }
+done
+
+read -r -a bench <<<"${SPINDLE_VARIANT_BENCH:---modes megakernel,graph --positions 1 --tokens 64 --reps 5}"
+for model in ${SPINDLE_VARIANT_MODELS:-qwen3-0.6b qwen3-8b}; do
+  for name in "${names[@]}"; do
+    echo "=== $name $model" | tee -a "$logs/bench.log"
+    "build-var/$name/host/spindle" bench --model "synthetic:$model" -e cuda "${bench[@]}" 2>&1 |
+      tee -a "$logs/bench.log" | grep -E 'megakernel|graph|per-op|md5|ceiling'
+  done
+done
+traces=()
+for name in ${SPINDLE_VARIANT_TRACE:-}; do
+  for model in ${SPINDLE_VARIANT_MODELS:-qwen3-0.6b qwen3-8b}; do
+    csv=trace-$name-$model.csv
+    "build-var/$name/host/spindle" trace export --model "synthetic:$model" -e cuda -p 1,2 -n 2 -o /tmp/trace.json \
+      --csv "build-var/$csv" >>"$logs/bench.log" 2>&1 && gzip -f "build-var/$csv" && traces+=("$csv.gz")
+  done
+done
+((${#traces[@]} == 0)) || tar -cf "$logs/traces.tar" -C build-var "${traces[@]}"
