@@ -11,7 +11,8 @@
 #                            "qwen3-0.6b qwen3-8b"): every CUDA mode (ticket schedule), then the
 #                            megakernel with static lists, at positions 1 and 4096 (bench.log)
 #   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck runs that alone
-#   SPINDLE_GPU_CPU=0        skip building and running the CPU suite
+#   SPINDLE_GPU_CPU=0        skip building and running the CPU suite (with no vulkan step
+#                            either, the build leaves the Vulkan path out)
 #   SPINDLE_GPU_FIRST=…      run these steps first, in this order (a space-separated list of
 #                            cuda-tests bench timing sanitize vulkan weight-read), so a short
 #                            lease gets them
@@ -60,8 +61,10 @@ order=${SPINDLE_GPU_FIRST:-cuda-tests sanitize timing bench}
 wants() { [[ " $order " == *" $1 "* ]]; }
 bench_programs=OFF
 ! wants weight-read || bench_programs=ON
+vulkan=OFF  # the Vulkan path (shaders, loader) only when a step runs it
+if wants vulkan || [[ ${SPINDLE_GPU_CPU:-1} == 1 ]]; then vulkan=ON; fi
 # Every switch explicit: a build folder left by another configuration keeps its cache.
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=$bench_programs -DSPINDLE_CUDA=ON -DSPINDLE_VULKAN=ON
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSPINDLE_BENCH=$bench_programs -DSPINDLE_CUDA=ON -DSPINDLE_VULKAN=$vulkan
             -DSPINDLE_TESTS=ON -DCMAKE_CUDA_FLAGS= -DCMAKE_CUDA_ARCHITECTURES=90)
 if [[ -n ${SPINDLE_EXTRA_DEBS:-} ]]; then
   prefix=/tmp/spindle-deps
