@@ -66,8 +66,10 @@ struct PipelineStatistic {
 
 // One worker's trace record for one task of one step.
 struct TaskTrace {
-  uint32_t step, task, worker;
+  static constexpr uint32_t kNoSm = 0xFFFFFFFFu;
+  uint32_t step, task, worker;  // worker: CUDA records the SM, the others their worker's index
   uint64_t start_ns, end_ns, wait_ns;
+  uint32_t sm = kNoSm;  // Vulkan on NVIDIA: the SM the worker ran on; else kNoSm
 };
 
 class Executor {

@@ -164,6 +164,15 @@ bool has_pipeline_statistics(VkPhysicalDevice p) {
   return executables.pipelineExecutableInfo;
 }
 
+// Whether shaders can read their SM id (gl_SMIDNV): NVIDIA's drivers.
+bool has_sm_builtins(VkPhysicalDevice p) {
+  if (!has_extension(p, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) return false;
+  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &sm};
+  vkGetPhysicalDeviceFeatures2(p, &features);
+  return sm.shaderSMBuiltins;
+}
+
 DeviceTraits device_traits(VkPhysicalDevice p) {
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceVulkan12Properties v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
@@ -181,6 +190,7 @@ DeviceTraits device_traits(VkPhysicalDevice p) {
   t.subgroup_size = v11.subgroupSize;
   t.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   t.pipeline_statistics = has_pipeline_statistics(p);
+  t.sm_builtins = has_sm_builtins(p);
   return t;
 }
 
@@ -270,13 +280,20 @@ Context::Context(int32_t index) {
     Features features;
     features.require();
     std::vector<const char*> extensions = {VK_KHR_SHADER_CLOCK_EXTENSION_NAME};
+    // The optional features the device has, each chained after the required ones.
+    void** chain_end = &features.clock.pNext;
+    const auto enable = [&](const char* extension, auto& feature) {
+      extensions.push_back(extension);
+      *chain_end = &feature;
+      chain_end = &feature.pNext;
+    };
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-    if (traits_.pipeline_statistics) {
-      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-      executables.pipelineExecutableInfo = VK_TRUE;
-      features.clock.pNext = &executables;
-    }
+    executables.pipelineExecutableInfo = VK_TRUE;
+    if (traits_.pipeline_statistics) enable(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, executables);
+    VkPhysicalDeviceShaderSMBuiltinsFeaturesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
+    sm.shaderSMBuiltins = VK_TRUE;
+    if (traits_.sm_builtins) enable(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, sm);
     VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features.base};
     info.queueCreateInfoCount = 1;
     info.pQueueCreateInfos = &queue;

@@ -24,6 +24,7 @@ struct DeviceTraits {
   uint32_t subgroup_size = 0;         // invocations of a compute subgroup
   bool cpu = false;                   // a CPU device (lavapipe)
   bool pipeline_statistics = false;   // VK_KHR_pipeline_executable_properties' pipelineExecutableInfo (enabled)
+  bool sm_builtins = false;           // VK_NV_shader_sm_builtins' shaderSMBuiltins (enabled): gl_SMIDNV
   bool lavapipe() const { return driver == VK_DRIVER_ID_MESA_LLVMPIPE; }
 };
 

@@ -35,6 +35,7 @@ constexpr double kLavapipeLongestSpinMs = 2;
 constexpr double kLongestSpinMs = 100;
 constexpr size_t kUploadChunk = size_t(64) << 20;
 constexpr uint32_t kTicketLimit = 1u << 31;     // tickets of one run fit in 31 bits
+static_assert(kVkNoSm == TaskTrace::kNoSm, "the trace's SM passes through as it is");
 
 [[noreturn]] void unsupported(uint32_t task, const SpTask& t, const std::string& what) {
   const char* name = sp_opcode_name(t.op);
@@ -288,10 +289,10 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   d.lay_out_staging(g, state_arena_.size());
   logits_.resize(g.views[g.io.logits].cols);
 
-  d.pipeline = std::make_unique<vk::ComputePipeline>(d.ctx, shaders::persistent(), uint32_t(sizeof(VulkanPush)),
-                                                     std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_,
-                                                                           poll_by_load_ ? 1u : 0u, dot_unroll_,
-                                                                           attn_unroll_});
+  // The module that traces SM ids where the device can run it (its capability needs the extension).
+  d.pipeline = std::make_unique<vk::ComputePipeline>(
+      d.ctx, traits.sm_builtins ? shaders::persistent_sm_ids() : shaders::persistent(), uint32_t(sizeof(VulkanPush)),
+      std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_, poll_by_load_ ? 1u : 0u, dot_unroll_, attn_unroll_});
   d.calibrate_clock();
   const double spin_ms = std::min(traits.lavapipe() ? kLavapipeLongestSpinMs : kLongestSpinMs, opt.watchdog_ms / 4.0);
   d.spin_ticks = uint32_t(std::clamp(spin_ms * 1e6 * d.ticks_per_ns, 0.0, double(UINT32_MAX)));
@@ -409,7 +410,7 @@ void VulkanExecutor::read_trace(uint32_t steps, uint64_t run_ns, uint64_t run_cl
   auto at = [&](uint64_t ticks) { return run_ns + d.ticks_to_ns((ticks - run_clock) & d.clock_mask); };
   for (size_t i = 0; i < records; ++i)
     trace_.push_back({r[i].step, r[i].task, r[i].worker, at(r[i].start), at(r[i].end),
-                      d.ticks_to_ns(r[i].wait & d.clock_mask)});
+                      d.ticks_to_ns(r[i].wait & d.clock_mask), r[i].sm});
 }
 
 std::unique_ptr<Executor> make_vulkan_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt) {

@@ -25,6 +25,9 @@ enum VulkanMode : uint32_t {
 // is counted (drivers other than lavapipe have no loop limit).
 enum : uint32_t { kVkNoBudget = 0xFFFFFFFFu };
 
+// VulkanTraceRecord::sm where the shader cannot read its SM id (no VK_NV_shader_sm_builtins).
+enum : uint32_t { kVkNoSm = 0xFFFFFFFFu };
+
 // Push constants of every dispatch of the persistent shader: where everything is.
 struct VulkanPush {
   uint64_t tasks;       // SpTask[n_tasks]
@@ -62,7 +65,8 @@ struct VulkanHeld {
 
 // One task of one step (times in shader clock ticks, which may be 32-bit and wrap).
 struct VulkanTraceRecord {
-  uint32_t step, task, worker, reserved;
+  uint32_t step, task, worker;
+  uint32_t sm;  // the SM the worker ran on (gl_SMIDNV), or kVkNoSm
   uint64_t start, end, wait;
 };
 

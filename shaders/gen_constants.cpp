@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   WORD("SP_TRACE_", VulkanTraceRecord, step);
   WORD("SP_TRACE_", VulkanTraceRecord, task);
   WORD("SP_TRACE_", VulkanTraceRecord, worker);
+  WORD("SP_TRACE_", VulkanTraceRecord, sm);
   WORD("SP_TRACE_", VulkanTraceRecord, start);
   WORD("SP_TRACE_", VulkanTraceRecord, end);
   WORD("SP_TRACE_", VulkanTraceRecord, wait);
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
   define("SP_FAIL_TASK_TOO_LONG", kVkFailTaskTooLong);
   define("SP_MODE_CLOCK_PROBE", kVkModeClockProbe);
   define("SP_NO_BUDGET", kVkNoBudget);
+  define("SP_NO_SM", kVkNoSm);
 
   // The literals of pm_exp (ops/pmath.h), evaluated as the host compiler does.
   define_float("SP_EXP_OVERFLOW", 88.72283f);

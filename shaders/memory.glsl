@@ -8,16 +8,18 @@
 // scope. (`devicecoherent` on the block would say the same, but glslang 11.13 drops it on
 // buffer_reference blocks, KhronosGroup/glslang#3386: every access was private, and NVIDIA's
 // driver then gave wrong, run-to-run different results.) Weights and the graph's tables are
-// read-only and may be cached.
+// read-only and may be cached: `restrict readonly`, what CUDA's `const __restrict__` is, which
+// lets a compiler read them through the non-coherent path (ld.global.nc, as the CUDA tiles
+// read weights). Nothing writes them while a dispatch runs, so no pointer aliases a write.
 #ifndef SP_MEMORY_GLSL
 #define SP_MEMORY_GLSL
 
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer ConstWords { uint w[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer ConstHalves { uint16_t h[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) restrict readonly buffer ConstWords { uint w[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) restrict readonly buffer ConstHalves { uint16_t h[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { nonprivate uint w[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Halves { nonprivate uint16_t h[]; };
 // 16-byte vectors (8 bf16) for one-load reads of aligned rows (dot.glsl's vec_readable).
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer ConstVecs { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) restrict readonly buffer ConstVecs { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vecs { nonprivate uvec4 v[]; };
 
 layout(push_constant) uniform Push {

@@ -19,6 +19,11 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_GOOGLE_include_directive : require
+// SP_SM_IDS: the build's second module, for devices with VK_NV_shader_sm_builtins (the
+// capability it declares is refused elsewhere): traces record each worker's SM.
+#ifdef SP_SM_IDS
+#extension GL_NV_shader_sm_builtins : require
+#endif
 
 #include "sp_constants.glsl"
 #include "memory.glsl"
@@ -136,12 +141,23 @@ bool claim_and_wait(inout uint used, out uint ticket, out uint64_t claimed_at) {
   return true;
 }
 
+// The SM the workgroup runs on, where the module can read it: the trace shows whether the
+// driver put two workers on one SM.
+uint sm_id() {
+#ifdef SP_SM_IDS
+  return gl_SMIDNV;
+#else
+  return SP_NO_SM;
+#endif
+}
+
 void write_trace(uint ticket, uint64_t claimed_at, uint64_t started_at) {
   const uint64_t ended_at = clockRealtimeEXT();
   const uint b = ticket * SP_TRACE_WORDS;
   pc.trace.w[b + SP_TRACE_step] = s_step;
   pc.trace.w[b + SP_TRACE_task] = s_task;
   pc.trace.w[b + SP_TRACE_worker] = gl_WorkGroupID.x;
+  pc.trace.w[b + SP_TRACE_sm] = sm_id();
   pc.trace.w[b + SP_TRACE_start] = uint(started_at);
   pc.trace.w[b + SP_TRACE_start + 1u] = uint(started_at >> 32);
   pc.trace.w[b + SP_TRACE_end] = uint(ended_at);

@@ -6,6 +6,9 @@ namespace {
 const uint32_t kPersistent[] =
 #include "persistent.spv.inc"
     ;
+const uint32_t kPersistentSmIds[] =
+#include "persistent_sm.spv.inc"
+    ;
 const uint32_t kNumericsTest[] =
 #include "numerics_test.spv.inc"
     ;
@@ -16,6 +19,7 @@ const uint32_t kCopy[] =
 }  // namespace
 
 std::span<const uint32_t> persistent() { return kPersistent; }
+std::span<const uint32_t> persistent_sm_ids() { return kPersistentSmIds; }
 std::span<const uint32_t> numerics_test() { return kNumericsTest; }
 std::span<const uint32_t> copy() { return kCopy; }
 

@@ -187,14 +187,17 @@ TEST_CASE("vulkan: the trace holds one record per task and step, in order on eac
   const uint32_t steps = uint32_t(kPrompt.size()) - 1 + 3;
   REQUIRE(ex->trace().size() == size_t(steps) * m.graph.tasks.size());
   std::set<std::pair<uint32_t, uint32_t>> seen;
+  size_t with_sm = 0;  // records naming their SM: all on NVIDIA (the gl_SMIDNV module), else none
   uint64_t last = 0;
   for (const TaskTrace& t : ex->trace()) {
     CHECK(t.end_ns >= t.start_ns);
     CHECK(t.step < steps);
     CHECK(t.worker < 2);
+    with_sm += t.sm != TaskTrace::kNoSm;
     last = std::max(last, t.end_ns);
     seen.emplace(t.step, t.task);
   }
   CHECK(seen.size() == ex->trace().size());
+  CHECK((with_sm == 0 || with_sm == seen.size()));
   CHECK(last > 0);
 }

@@ -125,6 +125,7 @@ TEST_CASE("vulkan: pm_exp, silu, rsqrt and bf16 rounding give the host's bits") 
 
 TEST_CASE("vulkan: every float add, subtract and multiply in the shaders is marked NoContraction") {
   for (const auto& [name, words] : {std::pair{"persistent", shaders::persistent()},
+                                    std::pair{"persistent_sm", shaders::persistent_sm_ids()},
                                     std::pair{"numerics_test", shaders::numerics_test()}}) {
     CAPTURE(name);
     constexpr uint32_t kOpDecorate = 71, kNoContraction = 42, kOpFAdd = 129, kOpFSub = 131, kOpFMul = 133;
@@ -147,31 +148,34 @@ TEST_CASE("vulkan: every access to a writable buffer-reference block is non-priv
   constexpr uint32_t kOpTypeStruct = 30, kOpTypePointer = 32, kOpMemberDecorate = 72, kOpLoad = 61, kOpStore = 62,
                      kOpAccessChain = 65, kOpInBoundsAccessChain = 66, kNonWritable = 24,
                      kPhysicalStorageBuffer = 5349, kNonPrivatePointer = 0x20;
-  const std::span<const uint32_t> words = shaders::persistent();
-  std::set<uint32_t> structs, read_only;
-  std::map<uint32_t, uint32_t> pointee, type_of, base_of;  // pointer type -> struct; id -> type; chain -> base
-  size_t checked = 0, private_accesses = 0;
-  REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
-    if (op == kOpTypeStruct) structs.insert(o[0]);
-    if (op == kOpMemberDecorate && o[2] == kNonWritable) read_only.insert(o[0]);
-    if (op == kOpTypePointer && o[1] == kPhysicalStorageBuffer) pointee[o[0]] = o[2];
-    if (op == kOpLoad) type_of[o[1]] = o[0];
-    if (op == kOpAccessChain || op == kOpInBoundsAccessChain) base_of[o[1]] = o[2];
-  }));
-  REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
-    if (op != kOpLoad && op != kOpStore) return;
-    const uint32_t pointer = op == kOpLoad ? o[2] : o[0];
-    const size_t memory_operands = op == kOpLoad ? 3 : 2;
-    const auto base = base_of.find(pointer);
-    if (base == base_of.end()) return;
-    const auto type = type_of.find(base->second);
-    if (type == type_of.end()) return;
-    const auto block = pointee.find(type->second);
-    if (block == pointee.end() || !structs.count(block->second) || read_only.count(block->second)) return;
-    ++checked;
-    const uint32_t operands = o.size() > memory_operands ? o[memory_operands] : 0u;
-    if (!(operands & kNonPrivatePointer)) ++private_accesses;
-  }));
-  CHECK(checked > 20);  // activations, caches, partials, step state, argmax slots
-  CHECK(private_accesses == 0);
+  for (const auto& [name, words] : {std::pair{"persistent", shaders::persistent()},
+                                    std::pair{"persistent_sm", shaders::persistent_sm_ids()}}) {
+    CAPTURE(name);
+    std::set<uint32_t> structs, read_only;
+    std::map<uint32_t, uint32_t> pointee, type_of, base_of;  // pointer type -> struct; id -> type; chain -> base
+    size_t checked = 0, private_accesses = 0;
+    REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
+      if (op == kOpTypeStruct) structs.insert(o[0]);
+      if (op == kOpMemberDecorate && o[2] == kNonWritable) read_only.insert(o[0]);
+      if (op == kOpTypePointer && o[1] == kPhysicalStorageBuffer) pointee[o[0]] = o[2];
+      if (op == kOpLoad) type_of[o[1]] = o[0];
+      if (op == kOpAccessChain || op == kOpInBoundsAccessChain) base_of[o[1]] = o[2];
+    }));
+    REQUIRE(for_each_instruction(words, [&](uint32_t op, std::span<const uint32_t> o) {
+      if (op != kOpLoad && op != kOpStore) return;
+      const uint32_t pointer = op == kOpLoad ? o[2] : o[0];
+      const size_t memory_operands = op == kOpLoad ? 3 : 2;
+      const auto base = base_of.find(pointer);
+      if (base == base_of.end()) return;
+      const auto type = type_of.find(base->second);
+      if (type == type_of.end()) return;
+      const auto block = pointee.find(type->second);
+      if (block == pointee.end() || !structs.count(block->second) || read_only.count(block->second)) return;
+      ++checked;
+      const uint32_t operands = o.size() > memory_operands ? o[memory_operands] : 0u;
+      if (!(operands & kNonPrivatePointer)) ++private_accesses;
+    }));
+    CHECK(checked > 20);  // activations, caches, partials, step state, argmax slots
+    CHECK(private_accesses == 0);
+  }
 }

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,13 +36,18 @@ std::string task_label(const Graph& g, uint32_t task) {
   return std::string(sp_opcode_name(t.op)) + (t.layer == 0xFFFFFFFFu ? "" : " L" + std::to_string(t.layer));
 }
 
+// The record's SM where the executor knows it apart from the worker (Vulkan on NVIDIA), else -1:
+// the JSON's `sm` arg.
+int64_t sm_field(const TaskTrace& t) { return t.sm == TaskTrace::kNoSm ? -1 : int64_t(t.sm); }
+
 void write_chrome_trace(const Graph& g, const std::vector<TaskTrace>& tr, const std::string& path) {
   nlohmann::json events = nlohmann::json::array();
   for (const TaskTrace& t : tr) {
     const nlohmann::json args = {{"task", t.task},
                                  {"step", t.step},
                                  {"wait_us", t.wait_ns / 1e3},
-                                 {"stage", g.counter_names[g.tasks[t.task].signal_counter]}};
+                                 {"stage", g.counter_names[g.tasks[t.task].signal_counter]},
+                                 {"sm", sm_field(t)}};
     events.push_back({{"name", task_label(g, t.task)},
                       {"cat", sp_opcode_name(g.tasks[t.task].op)},
                       {"ph", "X"},
@@ -64,6 +72,34 @@ void write_csv(const Graph& g, const std::vector<TaskTrace>& tr, const std::stri
       << (task.layer == 0xFFFFFFFFu ? -1 : int64_t(task.layer)) << ',' << g.counter_names[task.signal_counter] << ','
       << t.worker << ',' << t.start_ns << ',' << t.end_ns << ',' << t.wait_ns << '\n';
   }
+}
+
+// Where the trace names each worker's SM (Vulkan on NVIDIA): the distinct workers and SMs its
+// records name, the distinct (worker, SM) pairs (each dispatch places its workgroups afresh, so
+// a worker may run on several SMs over the run), and the most workers holding a task (from
+// its claim to its end) at one moment on one SM: above 1, the driver put workers together.
+void print_sm_placement(const std::vector<TaskTrace>& tr) {
+  std::set<uint32_t> workers, sms;
+  std::set<std::pair<uint32_t, uint32_t>> pairs;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, int>>> edges;  // SM -> (time, +1 claim or -1 end)
+  for (const TaskTrace& t : tr) {
+    if (t.sm == TaskTrace::kNoSm) continue;
+    workers.insert(t.worker);
+    sms.insert(t.sm);
+    pairs.emplace(t.worker, t.sm);
+    edges[t.sm].push_back({t.start_ns - t.wait_ns, +1});
+    edges[t.sm].push_back({t.end_ns, -1});
+  }
+  if (workers.empty()) return;
+  int most = 0;
+  for (auto& [sm, e] : edges) {
+    std::sort(e.begin(), e.end());  // at one time, ends before claims: a worker's tasks do not overlap
+    int holding = 0;
+    for (const auto& [at, change] : e) most = std::max(most, holding += change);
+  }
+  std::printf("SMs: %zu workers on %zu SMs (%zu worker-SM pairs over the run's dispatches); "
+              "at most %d workers holding a task at once on one SM\n",
+              workers.size(), sms.size(), pairs.size(), most);
 }
 
 // Per op: runs, busy time, waiting. Bubble fraction: the share of workers × span in which no
@@ -91,6 +127,7 @@ void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t wo
   const double span = double(last - first);
   std::printf("span %.1f us over %u workers; bubble fraction %.3f\n", span / 1e3, workers,
               span > 0 ? 1.0 - double(busy) / (span * workers) : 0.0);
+  print_sm_placement(tr);
 }
 
 void export_trace(const TraceFlags& f) {
