@@ -220,7 +220,8 @@ std::string CudaExecutor::describe() const {
   if (tuning_.blocks_per_sm != 1) knobs += ", " + std::to_string(tuning_.blocks_per_sm) + " blocks/SM";
   if (!tuning_.input_cache) knobs += ", no input cache";
   if (!tuning_.merge_release) knobs += ", release per task";
-  if (tuning_.first_sleep_ns != 32 || tuning_.max_sleep_ns != 256)
+  const MegakernelTuning defaults;
+  if (tuning_.first_sleep_ns != defaults.first_sleep_ns || tuning_.max_sleep_ns != defaults.max_sleep_ns)
     knobs += ", sleep " + std::to_string(tuning_.first_sleep_ns) + "-" + std::to_string(tuning_.max_sleep_ns) + " ns";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;

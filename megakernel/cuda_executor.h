@@ -18,7 +18,9 @@ struct MegakernelTuning {
                                 // workers = 0 then means this many blocks per SM
   bool input_cache = true;      // consecutive tasks with the same normalised input compute it once
   bool merge_release = false;   // static lists: one release-add for consecutive tasks of a stage
-  uint32_t first_sleep_ns = 32, max_sleep_ns = 256;  // back-off between polls of a counter
+  // Back-off between polls of a counter (16-64 measured 0.4-0.8% faster than 32-256, and
+  // 64-512 2% slower: docs/JOURNAL.md, fourth session).
+  uint32_t first_sleep_ns = 16, max_sleep_ns = 64;
 
   // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
   // V rows staged at once; 0 = the defaults (16 KB, 64 KB). Tests shrink them to a few
