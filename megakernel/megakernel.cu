@@ -11,7 +11,6 @@ namespace {
 
 // A claim on a task: a ticket (dynamic schedule) or an index into the block's static list,
 // over all `steps` of the launch, decoded when the block gets to it.
-
 struct Claimed {
   bool valid;
   bool same_signal;  // static list: the next entry signals the same counter (kListSameSignal)
