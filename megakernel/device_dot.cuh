@@ -143,12 +143,12 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
 }
 
-// One row: eight chunks of loads in flight per lane.
-template <Src A, Src B>
+// One row: U chunks of loads in flight per lane.
+template <Src A, Src B, int U = 8>
 __device__ __forceinline__ float warp_dot(const bf16* a, const bf16* b, uint32_t n) {
   const bf16* rows[1] = {a};
   float out[1];
-  warp_dot_rows<A, B, 1, 8>(rows, b, n, out);
+  warp_dot_rows<A, B, 1, U>(rows, b, n, out);
   return out[0];
 }
 

@@ -37,6 +37,12 @@ struct AttnChunkShape {
 // (asynchronous copies, no registers). The caller syncs the block before reading them.
 __device__ inline void stage_rows(const bf16* src_a, bf16* dst_a, const bf16* src_b, bf16* dst_b, size_t stride,
                                   uint32_t rows, uint32_t D) {
+  if (stride == D) {  // contiguous rows: one run each
+    stage_to_shared<Src::Data>(src_a, dst_a, rows * D);
+    if (src_b) stage_to_shared<Src::Data>(src_b, dst_b, rows * D);
+    cp_async_wait_all();
+    return;
+  }
   const bool vec = D % kDotVec == 0 && stride % kDotVec == 0 && aligned16(src_a) && (!src_b || aligned16(src_b)) &&
                    aligned16(dst_a) && (!src_b || aligned16(dst_b));
   if (!vec) {
@@ -47,17 +53,10 @@ __device__ inline void stage_rows(const bf16* src_a, bf16* dst_a, const bf16* sr
     return;
   }
   const uint32_t per_row = D / kDotVec, n = rows * per_row;
-  if (stride == D) {  // contiguous rows: one run of 16-byte pieces
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      cp_async16(dst_a + size_t(i) * kDotVec, src_a + size_t(i) * kDotVec);
-      if (src_b) cp_async16(dst_b + size_t(i) * kDotVec, src_b + size_t(i) * kDotVec);
-    }
-  } else {
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const size_t from = size_t(i / per_row) * stride + i % per_row * kDotVec;
-      cp_async16(dst_a + size_t(i) * kDotVec, src_a + from);
-      if (src_b) cp_async16(dst_b + size_t(i) * kDotVec, src_b + from);
-    }
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const size_t from = size_t(i / per_row) * stride + i % per_row * kDotVec;
+    cp_async16(dst_a + size_t(i) * kDotVec, src_a + from);
+    if (src_b) cp_async16(dst_b + size_t(i) * kDotVec, src_b + from);
   }
   cp_async_wait_all();
 }

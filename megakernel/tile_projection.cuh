@@ -49,10 +49,8 @@ __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const 
   __syncthreads();
   if (norm_w) {
     if (warp_id() == 0) {
-      const bf16* rows[1] = {n};
-      float ss[1];
-      warp_dot_rows<Src::Shared, Src::Shared, 1, 2>(rows, n, K, ss);
-      if (lane_id() == 0) *inv = rms_inverse<float>(ss[0], K, p.rms_eps);
+      const float ss = warp_dot<Src::Shared, Src::Shared, 2>(n, n, K);
+      if (lane_id() == 0) *inv = rms_inverse<float>(ss, K, p.rms_eps);
     }
     __syncthreads();
     const float iv = *inv;
