@@ -138,6 +138,17 @@ __global__ void __launch_bounds__(kThreads, 1) cp_async_kernel(Problem p) {
 
 constexpr uint32_t kSegBytes = 4096;  // a bulk copy: 2048 elements of one row
 
+// Lane `lane`'s part of the dot of segment g of a row, copied to `slot`, against the input.
+__device__ __forceinline__ void accumulate_segment(float& acc, const bf16* xs, uint32_t g, const uint8_t* slot,
+                                                   uint32_t lane) {
+#pragma unroll
+  for (uint32_t j = 0; j < kSegBytes / kBlockBytes; ++j) {
+    float b[8];
+    unpack_bf16x8(load16<Src::Shared>(xs + g * (kSegBytes / 2) + j * kDotBlock + lane * kDotVec), b);
+    accumulate_bf16x8(acc, load16<Src::Shared>(slot + j * kBlockBytes + lane * 16), b);
+  }
+}
+
 // Per-warp bulk copies: piece q = (row i, segment g); K % 2048 == 0.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) bulk_warp_kernel(Problem p) {
@@ -171,12 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_warp_kernel(Problem p) {
     }
     const uint8_t* slot = ring + (q % D) * kSegBytes;
     const uint32_t g = q % segs;
-#pragma unroll
-    for (uint32_t j = 0; j < kSegBytes / kBlockBytes; ++j) {
-      float b[8];
-      unpack_bf16x8(load16<Src::Shared>(xs + g * (kSegBytes / 2) + j * kDotBlock + lane * kDotVec), b);
-      accumulate_bf16x8(acc, load16<Src::Shared>(slot + j * kBlockBytes + lane * 16), b);
-    }
+    accumulate_segment(acc, xs, g, slot, lane);
     __syncwarp();  // every lane has read the slot before lane 0 refills it
     if (g + 1 == segs) {
       const uint32_t i = (q / segs) % my_rows, m = q / segs / my_rows;
@@ -222,12 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_block_kernel(Problem p) {
     }
     const uint8_t* slot = ring + (q % D) * kStage + w * kSegBytes;
     const uint32_t g = q % segs;
-#pragma unroll
-    for (uint32_t j = 0; j < kSegBytes / kBlockBytes; ++j) {
-      float b[8];
-      unpack_bf16x8(load16<Src::Shared>(xs + g * (kSegBytes / 2) + j * kDotBlock + lane * kDotVec), b);
-      accumulate_bf16x8(acc, load16<Src::Shared>(slot + j * kBlockBytes + lane * 16), b);
-    }
+    accumulate_segment(acc, xs, g, slot, lane);
     if (g + 1 == segs) {
       const uint32_t i = (q / segs) % groups, m = q / segs / groups;
       store_row(p, m, begin + i * kWarps + w, warp_butterfly_sum(acc));
