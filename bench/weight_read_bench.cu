@@ -55,7 +55,8 @@ __device__ void block_rows(const Problem& p, uint32_t& begin, uint32_t& end) {
 
 __device__ const bf16* stage_x(const Problem& p, uint8_t* smem) {
   bf16* xs = reinterpret_cast<bf16*>(smem);
-  block_copy_bf16<Src::Data>(p.x, xs, p.K);
+  stage_to_shared<Src::Data>(p.x, xs, p.K);
+  cp_async_wait_all();
   __syncthreads();
   return xs;
 }

@@ -152,9 +152,9 @@ Graph Builder::build() {
   const uint32_t q_part = slice(qkv, "qkv.q", 0, Hq * D);
   const uint32_t k_part = slice(qkv, "qkv.k", Hq * D, Hkv * D);
   const uint32_t v_part = slice(qkv, "qkv.v", (Hq + Hkv) * D, Hkv * D);
-  const uint32_t q_rot = alloc("q_rot", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
   const uint32_t partials = alloc("attn_partials", SP_ARENA_WORK, SP_F32, Hq * chunks, D + 2);
   const uint32_t attn_out = alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
+  const uint32_t arrivals = alloc("attn_arrivals", SP_ARENA_WORK, SP_U32, 1, Hkv);
   const uint32_t act = alloc("act", SP_ARENA_WORK, SP_BF16, 1, I);
   g_.io.logits = alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
   const uint32_t rope = alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim);
@@ -168,9 +168,6 @@ Graph Builder::build() {
   add_task(embed, sample_stage, SP_WAIT_PREV_STEP, SP_OP_EMBED, kLayerNone, 0, H, {embed_w, h});
 
   Stage prev = embed;
-  const uint32_t heads_total = Hq + 2 * Hkv;
-  const uint32_t heads_per_task = std::max(1u, ceil_div(heads_total, 32));
-  const uint32_t merge_per_task = std::max(1u, ceil_div(Hq, 32));
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const std::string L = "model.layers." + std::to_string(l) + ".";
     const std::string tag = "L" + std::to_string(l) + ".";
@@ -185,8 +182,7 @@ Graph Builder::build() {
     const uint32_t wg = weight(L + "mlp.gate_proj.weight", {I, H});
     const uint32_t wu = weight(L + "mlp.up_proj.weight", {I, H});
     const uint32_t wd = weight(L + "mlp.down_proj.weight", {H, I});
-    const uint32_t kc = alloc(tag + "k_cache", SP_ARENA_KV, SP_BF16, Hkv * ctx, D);
-    const uint32_t vc = alloc(tag + "v_cache", SP_ARENA_KV, SP_BF16, Hkv * ctx, D);
+    const uint32_t kv_cache = alloc(tag + "kv_cache", SP_ARENA_KV, SP_BF16, 2 * Hkv * ctx, D);
 
     Stage s_qkv = begin_stage(tag + "qkv");
     const uint32_t qkv_per = rows_per_task(qkv_rows);
@@ -194,23 +190,14 @@ Graph Builder::build() {
     gemv(s_qkv, prev, l, wk, Hkv * D, qkv_per, h, in_norm, k_part, SP_NO_VIEW);
     gemv(s_qkv, prev, l, wv, Hkv * D, qkv_per, h, in_norm, v_part, SP_NO_VIEW);
 
-    Stage s_rope = begin_stage(tag + "qk_norm_rope");
-    split(heads_total, heads_per_task, [&](uint32_t t0, uint32_t t1) {
-      add_task(s_rope, s_qkv, SP_WAIT_SAME_STEP, SP_OP_QK_NORM_ROPE, l, t0, t1,
-               {qkv, qn, kn, q_rot, kc, vc, rope});
-    });
-
-    Stage s_attn = begin_stage(tag + "attn");
+    // One task per (kv head, chunk): q/k norms, RoPE, the KV append, attention and the merge.
+    Stage s_attn = begin_stage(tag + "attention");
     for (uint32_t t = 0; t < Hkv * chunks; ++t)
-      add_task(s_attn, s_rope, SP_WAIT_SAME_STEP, SP_OP_ATTN_CHUNK, l, t, t + 1, {q_rot, kc, vc, partials});
-
-    Stage s_merge = begin_stage(tag + "attn_merge");
-    split(Hq, merge_per_task, [&](uint32_t t0, uint32_t t1) {
-      add_task(s_merge, s_attn, SP_WAIT_SAME_STEP, SP_OP_ATTN_MERGE, l, t0, t1, {partials, attn_out});
-    });
+      add_task(s_attn, s_qkv, SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
+               {qkv, qn, kn, kv_cache, rope, partials, attn_out, arrivals});
 
     Stage s_o = begin_stage(tag + "o_proj");
-    gemv(s_o, s_merge, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h);
+    gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h);
 
     Stage s_gu = begin_stage(tag + "gate_up");
     split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {

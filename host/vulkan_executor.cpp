@@ -65,7 +65,7 @@ void check_supported(const Graph& g) {
 }
 
 // Shared 16-byte vectors the graph's tiles need: a projection's staged input (8 bf16 each) or
-// one normed head per warp (one element a word).
+// an attention warp's normed head (one element a word).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
   for (const SpTask& t : g.tasks)
@@ -277,8 +277,8 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   shuffle_width_ = shuffle_width(traits, tuning.shuffle_width);
   poll_by_load_ = tuning.poll == VulkanPoll::Device ? !traits.cpu : tuning.poll == VulkanPoll::Load;
   const uint32_t vecs = shared_vecs(g, warps_);
-  // g_vecs, g_red, the warps' argmax partials and the protocol's words (shaders/).
-  const uint64_t shared_bytes = uint64_t(vecs) * 16 + uint64_t(warps_) * (kLanes * 4 + 8) + 16;
+  // g_vecs, g_red, the warps' argmax partials, the protocol's words and the attention's arrival (shaders/).
+  const uint64_t shared_bytes = uint64_t(vecs) * 16 + uint64_t(warps_) * (kLanes * 4 + 8) + 20;
   if (shared_bytes > traits.max_shared_bytes)
     throw Error("vulkan executor: the graph's widest tile needs " + std::to_string(shared_bytes) +
                 " bytes of shared memory; a workgroup on " + traits.name + " may have " +

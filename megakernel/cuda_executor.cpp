@@ -66,8 +66,6 @@ void check_supported(const Graph& g) {
         unsupported(i, t, "the argmax flag is set but no partials view");
     }
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
-    if (t.op == SP_OP_ATTN_MERGE && t.tile_end - t.tile_begin > cuda::kTileScratchBytes / 4)
-      unsupported(i, t, "more q heads than the merge tile holds");
   }
 }
 
@@ -77,10 +75,9 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
   switch (t.op) {
     case SP_OP_GEMV:
     case SP_OP_GATE_UP: return cuda::projection_smem_bytes(g.views[t.operand[0]].cols);
-    case SP_OP_ATTN_CHUNK:
-      return cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, score_positions, kv_positions);
-    case SP_OP_ATTN_MERGE:
-      return cuda::merge_smem_bytes((t.tile_end - t.tile_begin) * p.attn_chunks, g.views[t.operand[0]].row_stride);
+    case SP_OP_ATTENTION:
+      return cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
+                                   p.attn_chunks, g.views[t.operand[5]].row_stride);
     default: return cuda::kTileScratchBytes;
   }
 }

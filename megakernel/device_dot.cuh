@@ -176,16 +176,4 @@ __device__ __forceinline__ void stage_to_shared(const bf16* src, bf16* dst, uint
   for (uint32_t k = head + threadIdx.x; k < n; k += blockDim.x) dst[k] = load_bf16<S>(src + k);
 }
 
-// dst[0..n) = src[0..n) (bf16), by the whole block, 16 bytes at a time where aligned.
-template <Src S>
-__device__ __forceinline__ void block_copy_bf16(const bf16* src, bf16* dst, uint32_t n) {
-  uint32_t head = 0;
-  if (aligned16(src) && aligned16(dst)) {
-    head = n / 8 * 8;
-    for (uint32_t k = threadIdx.x * 8; k < head; k += blockDim.x * 8)
-      *reinterpret_cast<uint4*>(dst + k) = load16<S>(src + k);
-  }
-  for (uint32_t k = head + threadIdx.x; k < n; k += blockDim.x) dst[k] = load_bf16<S>(src + k);
-}
-
 }  // namespace spindle::cuda

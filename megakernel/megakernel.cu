@@ -87,9 +87,7 @@ __device__ __forceinline__ uint32_t view_operand_mask(uint32_t op) {
     case SP_OP_EMBED: return 0x03u;
     case SP_OP_GEMV: return 0x5Fu;  // W x norm out residual, argmax (5 is the flags)
     case SP_OP_GATE_UP: return 0x1Fu;
-    case SP_OP_QK_NORM_ROPE: return 0x7Fu;
-    case SP_OP_ATTN_CHUNK: return 0x0Fu;
-    case SP_OP_ATTN_MERGE: return 0x03u;
+    case SP_OP_ATTENTION: return 0xFFu;
     case SP_OP_SAMPLE: return 0x1Bu;  // logits argmax, forced out (2 is the partial count)
     default: return 0u;
   }

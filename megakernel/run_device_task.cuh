@@ -8,7 +8,6 @@
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_embed.cuh"
 #include "megakernel/tile_projection.cuh"
-#include "megakernel/tile_qk_norm_rope.cuh"
 #include "megakernel/tile_sample.cuh"
 
 namespace spindle::cuda {
@@ -23,9 +22,7 @@ __device__ inline void run_device_task(const SpTask& t, const TileContext& c, co
     case SP_OP_EMBED: return run_embed(t, c, site);
     case SP_OP_GEMV: return run_gemv(t, c, smem, extras);
     case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
-    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope(t, c, site);
-    case SP_OP_ATTN_CHUNK: return run_attn_chunk(t, c, g.attn_positions, g.attn_kv_positions, smem, site);
-    case SP_OP_ATTN_MERGE: return run_attn_merge(t, c, smem);
+    case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
   }
 }

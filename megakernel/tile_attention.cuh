@@ -1,16 +1,19 @@
-// ATTN_CHUNK and ATTN_MERGE tiles (docs/numerics.md). Every sum the contract makes sequential
-// stays sequential per output value: a thread owns one (q head, dim) accumulator and adds the
+// The ATTENTION tile (docs/numerics.md). Every sum the contract makes sequential stays
+// sequential per output value: a thread owns one (q head, dim) accumulator and adds the
 // positions in increasing order; the parallelism is across heads, dims and score dots.
 #pragma once
 #include <math.h>
 #include <stdint.h>
 
+#include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "ops/context.h"
+#include "ops/norm.h"
 #include "ops/pmath.h"
+#include "ops/qk_norm_rope.h"
 
 namespace spindle::cuda {
 
@@ -32,15 +35,29 @@ struct AttnChunkShape {
   size_t cache_stride, partial_stride;
 };
 
+// One warp: the head x (in shared memory, in place) normalised with the weights w (1/rms from
+// the canonical dot of the head with itself) and its first 2·half dims rotated by the RoPE
+// table row. A lane reads only the elements it writes once the dot is reduced.
+__device__ inline void norm_rope_in_place(bf16* x, const bf16* w, const bf16* rope_row, uint32_t D, uint32_t half,
+                                          float eps, uint32_t norm_kind) {
+  const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared>(x, x, D), D, eps);
+  auto normed = [&](uint32_t d) { return rms_norm_element<float>(widen<float>(x[d]), inv, widen<float>(w[d]), norm_kind); };
+  for (uint32_t i = lane_id(); i < half; i += 32)
+    rope_pair<float>(widen<float>(normed(i)), widen<float>(normed(i + half)), widen<float>(rope_row[i]),
+                     widen<float>(rope_row[half + i]), x[i], x[i + half]);
+  for (uint32_t d = 2 * half + lane_id(); d < D; d += 32) x[d] = normed(d);
+  __syncwarp();
+}
+
 // Copies rows [0, rows) of D bf16 of a (src_a → dst_a) and, when src_b is set, of b, into
 // shared memory (rows D apart), by the block: every 16-byte piece is in flight at once
-// (asynchronous copies, no registers). The caller syncs the block before reading them.
+// (asynchronous copies, no registers). The caller waits (cp_async_wait_all) and syncs the
+// block before reading them.
 __device__ inline void stage_rows(const bf16* src_a, bf16* dst_a, const bf16* src_b, bf16* dst_b, size_t stride,
                                   uint32_t rows, uint32_t D) {
   if (stride == D) {  // contiguous rows: one run each
     stage_to_shared<Src::Data>(src_a, dst_a, rows * D);
     if (src_b) stage_to_shared<Src::Data>(src_b, dst_b, rows * D);
-    cp_async_wait_all();
     return;
   }
   const bool vec = D % kDotVec == 0 && stride % kDotVec == 0 && aligned16(src_a) && (!src_b || aligned16(src_b)) &&
@@ -58,7 +75,6 @@ __device__ inline void stage_rows(const bf16* src_a, bf16* dst_a, const bf16* sr
     cp_async16(dst_a + size_t(i) * kDotVec, src_a + from);
     if (src_b) cp_async16(dst_b + size_t(i) * kDotVec, src_b + from);
   }
-  cp_async_wait_all();
 }
 
 // Positions whose score dots one warp runs at once.
@@ -99,45 +115,48 @@ __device__ inline void attn_tile_max(const AttnChunkShape& a, uint32_t sb, uint3
   __syncthreads();
 }
 
-// One (kv head, chunk) tile: the online-softmax partial {m, l, acc[D]} of each q head. K and
-// V rows are staged in shared memory (all loads of a stage in flight at once) and every sum
-// runs from there in position order.
-__device__ inline void attn_chunk_tile(const AttnChunkShape& a, const bf16* q_all, const bf16* k_cache,
-                                       const bf16* v_cache, float* partials, uint32_t kv_head, uint32_t chunk,
-                                       uint32_t position, uint8_t* smem) {
+// True when a chunk of `len` positions is one score block whose K and V rows are staged once,
+// together (by the tile's first round trip).
+__device__ inline bool attn_single_stage(const AttnChunkShape& a, uint32_t len) {
+  return len <= a.kv_positions && len <= a.score_positions;
+}
+
+// The online-softmax partial {m, l, acc[D]} of each q head of the group (q̂ already in shared
+// memory) over the positions r of the kv head's K and V rows, into its partial row
+// (partial_row(j)). K and V rows are in shared memory (a single stage: already staged by the
+// caller; else staged here, all loads of a stage in flight at once) and every sum runs from
+// there in position order.
+template <class PartialRow>
+__device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange r,
+                                           PartialRow partial_row, uint8_t* smem) {
   const uint32_t G = a.group, D = a.D, S = a.score_positions, T = a.kv_positions;
-  const PositionRange r = chunk_positions(position + 1, a.chunks, chunk);
-  auto partial_row = [&](uint32_t j) { return partials + (size_t(kv_head * G + j) * a.chunks + chunk) * a.partial_stride; };
   if (r.begin == r.end) {
     for (uint32_t i = threadIdx.x; i < G * (D + 2); i += blockDim.x)
       partial_row(i / (D + 2))[i % (D + 2)] = i % (D + 2) == 0 ? -INFINITY : 0.0f;
     return;
   }
   float* m = reinterpret_cast<float*>(smem);  // [G]
-  bf16* q = reinterpret_cast<bf16*>(smem + attn_q_offset());
+  const bf16* q = reinterpret_cast<const bf16*>(smem + attn_q_offset());
   float* scores = reinterpret_cast<float*>(smem + attn_scores_offset(G, D));
   bf16* kv = reinterpret_cast<bf16*>(smem + attn_kv_offset(G, D, S));
   bf16* kv_second = kv + size_t(T) * D;  // V, when K and V are staged together
-  const bf16* K = k_cache + size_t(kv_head) * a.context * a.cache_stride;
-  const bf16* V = v_cache + size_t(kv_head) * a.context * a.cache_stride;
   const float scale = pm_rsqrt(float(D));
   const uint32_t len = r.end - r.begin;
-  const bool both = len <= T && len <= S;  // one score block, K and V staged once
+  const bool both = attn_single_stage(a, len);
   const bool rescore = len > S;
 
-  // Scores of the block [sb, se), K staged `both ? T : 2T` positions at a time.
+  // Scores of the block [sb, se); unless staged already, K is staged 2T positions at a time.
   auto score_block = [&](uint32_t sb, uint32_t se) {
-    const uint32_t step = both ? T : 2 * T;
-    for (uint32_t kb = sb; kb < se; kb += step) {
-      const uint32_t ke = min(kb + step, se);
-      stage_rows(K + size_t(kb) * a.cache_stride, kv, both ? V + size_t(kb) * a.cache_stride : nullptr, kv_second,
-                 a.cache_stride, ke - kb, D);
+    if (both) return attn_scores(a, q, kv, sb, se, scale, scores);
+    for (uint32_t kb = sb; kb < se; kb += 2 * T) {
+      const uint32_t ke = min(kb + 2 * T, se);
+      stage_rows(K + size_t(kb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ke - kb, D);
+      cp_async_wait_all();
       __syncthreads();
       attn_scores(a, q, kv, kb, ke, scale, scores + (kb - sb));
     }
   };
 
-  block_copy_bf16<Src::Data>(q_all + size_t(kv_head) * G * D, q, G * D);
   if (threadIdx.x < G) m[threadIdx.x] = -INFINITY;
   __syncthreads();
   for (uint32_t sb = r.begin; sb < r.end; sb += S) {
@@ -163,6 +182,7 @@ __device__ inline void attn_chunk_tile(const AttnChunkShape& a, const bf16* q_al
       const bf16* Vs = kv_second;
       if (!both) {
         stage_rows(V + size_t(vb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ve - vb, D);
+        cp_async_wait_all();
         __syncthreads();
         Vs = kv;
       }
@@ -190,57 +210,133 @@ __device__ inline void attn_chunk_tile(const AttnChunkShape& a, const bf16* q_al
   }
 }
 
-__device__ inline void run_attn_chunk(const SpTask& t, const TileContext& c, uint32_t score_positions,
-                                      uint32_t kv_positions, uint8_t* smem, const TaskSite& site) {
+// Floats src lies past a 16-byte boundary.
+__device__ inline uint32_t skew16(const float* src) { return uint32_t(reinterpret_cast<uintptr_t>(src) & 15u) / 4u; }
+
+// Stages n floats from src (partials other blocks wrote) to dst + skew16(src) (dst 16-byte
+// aligned, with room for n + 3 floats), by 16-byte copies from src rounded down to 16 bytes
+// (the view starts aligned, so those bytes exist). The caller waits.
+__device__ inline void stage_floats(const float* src, float* dst, uint32_t n) {
+  const uint32_t skew = skew16(src);
+  stage_to_shared<Src::Data>(reinterpret_cast<const bf16*>(src - skew), reinterpret_cast<bf16*>(dst), 2 * (n + skew));
+}
+
+// Merges `heads` q heads' partial rows into out (D values a head; docs/numerics.md, the merge,
+// through the element helpers of ops/attention.h). Only the `used` non-empty chunks' rows are
+// read (an empty chunk adds nothing), all in one round trip; then each head's max, each
+// chunk's weight, and one thread per (head, dim) merges the chunks in chunk order.
+__device__ inline void merge_heads(const float* partials, uint32_t stride, uint32_t chunks, uint32_t used, uint32_t D,
+                                   uint32_t heads, bf16* out, uint8_t* smem) {
+  float* M = reinterpret_cast<float*>(smem);  // [heads] (the host keeps heads * 4 within the scratch)
+  const uint32_t slot = merge_head_floats(used, stride);
+  float* rs = reinterpret_cast<float*>(smem + kTileScratchBytes);
+  float* w = rs + heads * slot;
+  auto src = [&](uint32_t h) { return partials + size_t(h) * chunks * stride; };
+  auto rows = [&](uint32_t h) { return rs + h * slot + skew16(src(h)); };
+  for (uint32_t h = 0; h < heads; ++h) stage_floats(src(h), rs + h * slot, used * stride);
+  cp_async_wait_all();
+  __syncthreads();
+  for (uint32_t h = threadIdx.x; h < heads; h += blockDim.x) M[h] = attn_merge_max<float>(rows(h), stride, used);
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < heads * used; i += blockDim.x) {
+    const float* row = rows(i / used) + (i % used) * stride;
+    w[i] = attn_chunk_empty(row) ? 0.0f : attn_merge_weight<float>(row, M[i / used]);
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < heads * D; i += blockDim.x) {
+    const uint32_t h = i / D, d = i % D;
+    const float* hw = w + h * used;
+    out[size_t(h) * D + d] =
+        attn_merge_element<float>(rows(h), stride, used, [hw](uint32_t ch) { return hw[ch]; }, d);
+  }
+}
+
+// Tile kv_head * chunks + chunk (tasks/opcodes.h, SP_OP_ATTENTION), in as few round trips as
+// the data allows: (1) one asynchronous stage of the group's raw q heads, the norm weights, the
+// RoPE row, raw k and v when the chunk holds the position, and (a single stage) the chunk's
+// cached K and V rows; (2) warps 0..G-1 normalise and rotate the q heads in place, and two
+// more append k̂ and v to the caches (and to the staged rows); (3) the partials; (4) thread 0
+// counts the tile in, and the group's last tile merges.
+__device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
+                                      uint32_t kv_head, uint32_t chunk, uint32_t position, uint8_t* smem) {
+  const SpGraphParams& p = *c.params;
+  const uint32_t G = a.group, D = a.D, Hq = p.n_heads, Hkv = p.n_kv_heads, R = p.rotary_dim;
+  const PositionRange r = chunk_positions(position + 1, a.chunks, chunk);
+  const uint32_t len = r.end - r.begin;
+  const bf16* qkv = view_data<const bf16>(c, t.operand[0]);
+  bf16* K = view_data<bf16>(c, t.operand[3]) + size_t(kv_head) * a.context * a.cache_stride;
+  bf16* V = view_data<bf16>(c, t.operand[3]) + size_t(Hkv + kv_head) * a.context * a.cache_stride;
+  float* partials = view_data<float>(c, t.operand[5]);
+  const bool appends = len > 0 && r.end == position + 1, single = attn_single_stage(a, len);
+  const uint32_t cached = appends ? len - 1 : len;  // rows written by earlier steps
+  bf16* q = reinterpret_cast<bf16*>(smem + attn_q_offset());
+  bf16* kv = reinterpret_cast<bf16*>(smem + attn_kv_offset(G, D, a.score_positions));
+  bf16* kv_second = kv + size_t(a.kv_positions) * D;
+  bf16* q_norm = reinterpret_cast<bf16*>(smem + attn_consts_offset(G, D, a.score_positions, a.kv_positions));
+  bf16* k_norm = q_norm + align16(D * 2u) / 2, *rope = k_norm + align16(D * 2u) / 2;
+  bf16* k_new = rope + align16(R * 2u) / 2, *v_new = k_new + align16(D * 2u) / 2;
+  if (len > 0) {
+    stage_to_shared<Src::Data>(qkv + size_t(kv_head) * G * D, q, G * D);
+    stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
+    stage_to_shared<Src::Resident>(
+        view_data<const bf16>(c, t.operand[4]) + size_t(position) * c.views[t.operand[4]].row_stride, rope, R);
+    if (appends) {
+      stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[2]), k_norm, D);
+      stage_to_shared<Src::Data>(qkv + size_t(Hq + kv_head) * D, k_new, D);
+      stage_to_shared<Src::Data>(qkv + size_t(Hq + Hkv + kv_head) * D, v_new, D);
+    }
+    if (single)
+      stage_rows(K + size_t(r.begin) * a.cache_stride, kv, V + size_t(r.begin) * a.cache_stride, kv_second,
+                 a.cache_stride, cached, D);
+    cp_async_wait_all();
+    __syncthreads();
+  }
+  const uint32_t warps = len == 0 ? 0 : appends ? G + 2 : G;
+  for (uint32_t w = warp_id(); w < warps; w += warps_per_block()) {
+    if (w < G) {
+      norm_rope_in_place(q + size_t(w) * D, q_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
+      continue;
+    }
+    bf16* row = w == G ? k_new : v_new;
+    if (w == G) norm_rope_in_place(row, k_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
+    bf16* cache_row = (w == G ? K : V) + size_t(position) * a.cache_stride;
+    bf16* staged_row = (w == G ? kv : kv_second) + size_t(cached) * D;
+    for (uint32_t d = lane_id(); d < D; d += 32) {
+      cache_row[d] = row[d];
+      if (single) staged_row[d] = row[d];
+    }
+  }
+  __syncthreads();  // q̂ and the staged rows are complete; a later stage reads the appended rows back
+  attn_chunk_partials(a, K, V, r, [&](uint32_t j) { return partials + (size_t(kv_head * G + j) * a.chunks + chunk) * a.partial_stride; },
+                      smem);
+
+  // Every thread's partials, then thread 0's device-scope acquire-release add: the last tile
+  // sees every other tile's partials (the threadFenceReduction pattern).
+  __shared__ uint32_t s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    DeviceAtomic count(view_data<uint32_t>(c, t.operand[7])[kv_head]);
+    s_last = count.fetch_add(1u, ::cuda::memory_order_acq_rel) + 1u == a.chunks;
+    if (s_last) count.store(0u, kRelaxed);
+  }
+  __syncthreads();
+  if (s_last) {
+    const uint32_t n = position + 1, size = (n + a.chunks - 1) / a.chunks;
+    merge_heads(partials + size_t(kv_head) * G * a.chunks * a.partial_stride, uint32_t(a.partial_stride), a.chunks,
+                (n + size - 1) / size, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
+  }
+}
+
+__device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
+                                     uint32_t kv_positions, uint8_t* smem, const TaskSite& site) {
   const SpGraphParams& p = *c.params;
   const uint32_t position = load_data(&c.state->position);
   if (position >= p.context) return fail_task(site, kFailPositionRange, position, p.context);
   const AttnChunkShape a{p.n_heads / p.n_kv_heads, p.head_dim, p.attn_chunks, p.context, score_positions, kv_positions,
-                         c.views[t.operand[1]].row_stride, c.views[t.operand[3]].row_stride};
+                         c.views[t.operand[3]].row_stride, c.views[t.operand[5]].row_stride};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-    attn_chunk_tile(a, view_data<const bf16>(c, t.operand[0]), view_data<const bf16>(c, t.operand[1]),
-                    view_data<const bf16>(c, t.operand[2]), view_data<float>(c, t.operand[3]), tile / a.chunks,
-                    tile % a.chunks, position, smem);
+    attention_tile(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
     __syncthreads();  // the next tile reuses shared memory
-  }
-}
-
-// out[h, d] for q heads [tile_begin, tile_end) (docs/numerics.md, ATTN_MERGE, through the
-// element helpers of ops/attention.h): the heads' partial rows are staged in shared memory
-// (one round trip), then each head's max, each chunk's weight, and one thread per (head, dim)
-// merges the chunks in chunk order.
-__device__ inline void run_attn_merge(const SpTask& t, const TileContext& c, uint8_t* smem) {
-  const uint32_t D = c.params->head_dim, chunks = c.params->attn_chunks;
-  const uint32_t heads = t.tile_end - t.tile_begin, rows = heads * chunks;
-  const uint32_t stride = c.views[t.operand[0]].row_stride;
-  const float* src = view_data<const float>(c, t.operand[0]) + size_t(t.tile_begin) * chunks * stride;
-  bf16* out = view_data<bf16>(c, t.operand[1]);
-  float* M = reinterpret_cast<float*>(smem);  // [heads] (the host keeps heads * 4 within the scratch)
-  float* rs = reinterpret_cast<float*>(smem + kTileScratchBytes);
-  float* w = reinterpret_cast<float*>(smem + kTileScratchBytes + align16(rows * stride * 4u));
-  const uint32_t n = rows * stride;
-  constexpr uint32_t kBatch = 8;
-  for (uint32_t base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
-    float v[kBatch];
-#pragma unroll
-    for (uint32_t u = 0; u < kBatch; ++u)
-      if (base + u * blockDim.x < n) v[u] = load_data(src + base + u * blockDim.x);
-#pragma unroll
-    for (uint32_t u = 0; u < kBatch; ++u)
-      if (base + u * blockDim.x < n) rs[base + u * blockDim.x] = v[u];
-  }
-  __syncthreads();
-  for (uint32_t h = threadIdx.x; h < heads; h += blockDim.x)
-    M[h] = attn_merge_max<float>(rs + size_t(h) * chunks * stride, stride, chunks);
-  __syncthreads();
-  for (uint32_t i = threadIdx.x; i < rows; i += blockDim.x)
-    w[i] = attn_chunk_empty(rs + size_t(i) * stride) ? 0.0f : attn_merge_weight<float>(rs + size_t(i) * stride, M[i / chunks]);
-  __syncthreads();
-  for (uint32_t i = threadIdx.x; i < heads * D; i += blockDim.x) {
-    const uint32_t h = i / D, d = i % D;
-    const float* hw = w + h * chunks;
-    out[size_t(t.tile_begin + h) * D + d] = attn_merge_element<float>(
-        rs + size_t(h) * chunks * stride, stride, chunks, [hw](uint32_t ch) { return hw[ch]; }, d);
   }
 }
 

@@ -15,9 +15,10 @@ constexpr uint32_t kTileScratchBytes = 512;
 // Warps of a block (the device records fix 256 threads a block).
 constexpr uint32_t kTileWarps = 8;
 
-// ATTN_CHUNK accumulators per thread: group * head_dim <= kAttnPairsPerThread * threads.
+// ATTENTION accumulators per thread: group * head_dim <= kAttnPairsPerThread * threads.
 constexpr uint32_t kAttnPairsPerThread = 8;
-// ATTN_CHUNK keeps each head's running max in the scratch: at most this many q heads per kv head.
+// ATTENTION keeps each head's running max, and the merge each head's max, in the scratch: at
+// most this many q heads per kv head.
 constexpr uint32_t kAttnMaxGroup = kTileScratchBytes / 4;
 
 SP_HDI uint32_t align16(uint32_t bytes) { return (bytes + 15u) & ~15u; }
@@ -28,9 +29,18 @@ SP_HDI uint32_t projection_input_offset() { return kTileScratchBytes; }
 SP_HDI uint32_t projection_norm_offset(uint32_t K) { return kTileScratchBytes + align16(K * 2u); }
 SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offset(K) + align16(K * 2u); }
 
-// ATTN_CHUNK: the group's q heads (group x D bf16), then the scores of one block of
-// `score_positions` positions for every q head of the group (f32), then the K and V rows of
-// `kv_positions` positions (bf16; or the K, or the V, rows of twice as many).
+// The merge: per head, room for its non-empty chunks' partial rows (f32) staged from an
+// address rounded down to 16 bytes (3 floats more), then one weight per row.
+SP_HDI uint32_t merge_head_floats(uint32_t chunks, uint32_t row_stride) { return (chunks * row_stride + 3u + 3u) & ~3u; }
+SP_HDI uint32_t merge_smem_bytes(uint32_t heads, uint32_t chunks, uint32_t row_stride) {
+  return kTileScratchBytes + heads * merge_head_floats(chunks, row_stride) * 4u + align16(heads * chunks * 4u);
+}
+
+// ATTENTION: the group's q heads (group x D bf16, normalised and rotated in place), then the
+// scores of one block of `score_positions` positions for every q head of the group (f32),
+// then the K and V rows of `kv_positions` positions (bf16; or the K, or the V, rows of twice
+// as many), then the constants (q_norm, k_norm, the RoPE row) and the new k and v heads. The
+// group's merge, in the last tile, reuses the space after the scratch.
 SP_HDI uint32_t attn_q_offset() { return kTileScratchBytes; }
 SP_HDI uint32_t attn_scores_offset(uint32_t group, uint32_t D) {
   return kTileScratchBytes + align16(group * D * 2u);
@@ -38,14 +48,15 @@ SP_HDI uint32_t attn_scores_offset(uint32_t group, uint32_t D) {
 SP_HDI uint32_t attn_kv_offset(uint32_t group, uint32_t D, uint32_t score_positions) {
   return attn_scores_offset(group, D) + align16(group * score_positions * 4u);
 }
-SP_HDI uint32_t attn_smem_bytes(uint32_t group, uint32_t D, uint32_t score_positions, uint32_t kv_positions) {
-  return attn_kv_offset(group, D, score_positions) + 2u * kv_positions * D * 2u;
+SP_HDI uint32_t attn_consts_offset(uint32_t group, uint32_t D, uint32_t score_positions, uint32_t kv_positions) {
+  return attn_kv_offset(group, D, score_positions) + align16(2u * kv_positions * D * 2u);
 }
-
-// ATTN_MERGE, when the host enables it: the task's partial rows (f32), then one weight per
-// row.
-SP_HDI uint32_t merge_smem_bytes(uint32_t rows, uint32_t row_stride) {
-  return kTileScratchBytes + align16(rows * row_stride * 4u) + align16(rows * 4u);
+SP_HDI uint32_t attn_smem_bytes(uint32_t group, uint32_t D, uint32_t rotary_dim, uint32_t score_positions,
+                                uint32_t kv_positions, uint32_t chunks, uint32_t partial_stride) {
+  const uint32_t attention = attn_consts_offset(group, D, score_positions, kv_positions) + 4u * align16(D * 2u) +
+                             align16(rotary_dim * 2u);
+  const uint32_t merge = merge_smem_bytes(group, chunks, partial_stride);
+  return attention > merge ? attention : merge;
 }
 
 }  // namespace spindle::cuda

@@ -1,16 +1,20 @@
-// ATTN_CHUNK and ATTN_MERGE (docs/numerics.md): split-position attention. A chunk tile writes
-// online-softmax partials {m, l, acc[D]} (f32) for every q head of its kv head's group; the
-// merge combines a q head's chunks in chunk order.
+// ATTENTION (docs/numerics.md): split-position attention. A (kv head, chunk) tile normalises
+// and rotates its group's q heads, appends k and v when its chunk holds the step's position,
+// and writes online-softmax partials {m, l, acc[D]} (f32) for every q head of the group; the
+// group's last tile to finish merges a q head's chunks in chunk order.
 #pragma once
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "ops/acc.h"
 #include "ops/dot.h"
 #include "ops/pmath.h"
+#include "ops/qk_norm_rope.h"
 
 namespace spindle {
 
@@ -26,34 +30,21 @@ SP_HDI PositionRange chunk_positions(uint32_t n, uint32_t chunks, uint32_t c) {
   return {begin, end};
 }
 
-struct AttnChunkArgs {
-  const bf16* q;            // [Hq * D]
-  const bf16* k_cache;      // row kv_head * context + t, cache_row_stride apart
-  const bf16* v_cache;
-  size_t cache_row_stride;
-  float* partials;          // row q_head * chunks + chunk: {m, l, acc[D]}
-  size_t partial_row_stride;
-  uint32_t n_heads, n_kv_heads, head_dim, context, chunks, position;
-};
-
-// Chunk of q head h over positions r, written to its partial row.
+// The partial {m, l, acc[D]} of the q head q̂ (D values at q) over positions r of one kv
+// head's K and V rows (row t at t * stride), written to `row`.
 template <class Acc>
-void attn_chunk_head(const AttnChunkArgs& a, uint32_t h, uint32_t kv_head, PositionRange r,
+void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride, uint32_t D, PositionRange r,
                      float* row) {
-  const uint32_t D = a.head_dim;
   if (r.begin == r.end) {
     row[0] = -INFINITY;
     for (uint32_t d = 0; d <= D; ++d) row[1 + d] = 0.0f;
     return;
   }
-  const bf16* q = a.q + size_t(h) * D;
-  const bf16* K = a.k_cache + size_t(kv_head) * a.context * a.cache_row_stride;
-  const bf16* V = a.v_cache + size_t(kv_head) * a.context * a.cache_row_stride;
   const Acc scale = pm_rsqrt(Acc(D));
   std::vector<Acc> s(r.end - r.begin);
   Acc m = -INFINITY;
   for (uint32_t t = r.begin; t < r.end; ++t) {
-    const bf16* k = K + t * a.cache_row_stride;
+    const bf16* k = K + t * stride;
     s[t - r.begin] = canonical_dot<Acc>(int(D), [q](int i) { return widen<Acc>(q[i]); },
                                         [k](int i) { return widen<Acc>(k[i]); }) * scale;
     if (s[t - r.begin] > m) m = s[t - r.begin];
@@ -64,7 +55,7 @@ void attn_chunk_head(const AttnChunkArgs& a, uint32_t h, uint32_t kv_head, Posit
   std::vector<Acc> acc(D, Acc(0));
   for (uint32_t t = r.begin; t < r.end; ++t) {
     const Acc p = pm_exp(s[t - r.begin] - Acc(m_stored));
-    const bf16* v = V + t * a.cache_row_stride;
+    const bf16* v = V + t * stride;
     l = l + p;
     for (uint32_t d = 0; d < D; ++d) acc[d] = acc[d] + p * widen<Acc>(v[d]);
   }
@@ -73,21 +64,7 @@ void attn_chunk_head(const AttnChunkArgs& a, uint32_t h, uint32_t kv_head, Posit
   for (uint32_t d = 0; d < D; ++d) row[2 + d] = float(acc[d]);
 }
 
-// Tiles [t0, t1) of kv_head * chunks + chunk, for positions 0..position.
-template <class Acc>
-void attn_chunk_tiles(const AttnChunkArgs& a, uint32_t t0, uint32_t t1) {
-  const uint32_t group = a.n_heads / a.n_kv_heads;
-  for (uint32_t t = t0; t < t1; ++t) {
-    const uint32_t kv_head = t / a.chunks, c = t % a.chunks;
-    const PositionRange r = chunk_positions(a.position + 1, a.chunks, c);
-    for (uint32_t j = 0; j < group; ++j) {
-      const uint32_t h = kv_head * group + j;
-      attn_chunk_head<Acc>(a, h, kv_head, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
-    }
-  }
-}
-
-// The merge of a q head's `chunks` partial rows {m, l, acc[D]} (docs/numerics.md, ATTN_MERGE),
+// The merge of a q head's `chunks` partial rows {m, l, acc[D]} (docs/numerics.md, ATTENTION),
 // element by element, so every executor runs the same formula: M = attn_merge_max, the
 // weight of chunk c is w(c) = attn_merge_weight(row c, M), and out_d = attn_merge_element.
 SP_HDI bool attn_chunk_empty(const float* row) { return row[1] == 0.0f; }
@@ -139,6 +116,56 @@ void attn_merge_heads(const float* partials, size_t row_stride, uint32_t chunks,
   for (uint32_t h = h0; h < h1; ++h)
     attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, chunks, D,
                          out + size_t(h) * D);
+}
+
+// Counts one finished tile of a group whose `tiles` tiles run once a step: true for the
+// step's last, which resets the count for the next step. The acquire-release add orders every
+// earlier tile's partials before the last one's reads; the next step's tiles come after the
+// reset through the graph's counters.
+inline bool arrive_last(uint32_t& arrivals, uint32_t tiles) {
+  std::atomic_ref<uint32_t> count(arrivals);
+  if (count.fetch_add(1, std::memory_order_acq_rel) + 1 != tiles) return false;
+  count.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+struct AttentionArgs {
+  const bf16* qkv;          // [(Hq + 2 Hkv) * D]: q heads, then k heads, then v heads
+  const bf16* q_norm;       // [D]
+  const bf16* k_norm;       // [D]
+  bf16* kv_cache;           // K row g * context + t, V row (Hkv + g) * context + t
+  size_t cache_row_stride;
+  const bf16* rope_row;     // the RoPE table's row for `position`
+  float* partials;          // row q_head * chunks + chunk: {m, l, acc[D]}
+  size_t partial_row_stride;
+  bf16* out;                // [Hq * D]
+  uint32_t* arrivals;       // [Hkv], zero between steps
+  uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, position, norm_kind;
+  float eps;
+};
+
+// Tile kv_head * chunks + chunk over the positions 0..position (opcodes.h, SP_OP_ATTENTION).
+template <class Acc>
+void attention_tile(const AttentionArgs& a, uint32_t tile) {
+  const uint32_t D = a.head_dim, Hq = a.n_heads, Hkv = a.n_kv_heads, group = Hq / Hkv;
+  const uint32_t g = tile / a.chunks, c = tile % a.chunks;
+  const PositionRange r = chunk_positions(a.position + 1, a.chunks, c);
+  const size_t stride = a.cache_row_stride;
+  bf16* K = a.kv_cache + size_t(g) * a.context * stride;
+  bf16* V = a.kv_cache + size_t(Hkv + g) * a.context * stride;
+  if (r.begin < r.end && r.end == a.position + 1) {  // the chunk holds the position: append k and v
+    norm_rope_head<Acc>(a.qkv + size_t(Hq + g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
+                        K + a.position * stride);
+    const bf16* v = a.qkv + size_t(Hq + Hkv + g) * D;
+    std::copy(v, v + D, V + a.position * stride);
+  }
+  std::vector<bf16> q(D);
+  for (uint32_t h = g * group; h < (g + 1) * group; ++h) {
+    norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
+    attn_chunk_head<Acc>(q.data(), K, V, stride, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
+  }
+  if (arrive_last(a.arrivals[g], a.chunks))
+    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, D, a.out, g * group, (g + 1) * group);
 }
 
 }  // namespace spindle

@@ -9,7 +9,6 @@
 #include "ops/context.h"
 #include "ops/embed.h"
 #include "ops/gemv.h"
-#include "ops/qk_norm_rope.h"
 #include "ops/sample.h"
 #include "tasks/error.h"
 
@@ -83,38 +82,18 @@ void run_gate_up(const SpTask& t, const TileContext& c) {
 }
 
 template <class Acc>
-void run_qk_norm_rope(const SpTask& t, const TileContext& c) {
+void run_attention(const SpTask& t, const TileContext& c) {
   check_position(t, c);
   const SpGraphParams& p = *c.params;
   const uint32_t position = c.state->position;
-  const QkNormRopeArgs a{
+  const AttentionArgs a{
       operand_data<const bf16>(t, c, 0), operand_data<const bf16>(t, c, 1),
-      operand_data<const bf16>(t, c, 2), operand_data<bf16>(t, c, 3),
-      operand_data<bf16>(t, c, 4), operand_data<bf16>(t, c, 5),
-      operand_view(t, c, 4).row_stride,
-      operand_data<const bf16>(t, c, 6) + size_t(position) * operand_view(t, c, 6).row_stride,
-      p.n_heads, p.n_kv_heads, p.head_dim, p.rotary_dim, p.context, position,
-      p.norm_kind, p.rms_eps};
-  qk_norm_rope_heads<Acc>(a, t.tile_begin, t.tile_end);
-}
-
-template <class Acc>
-void run_attn_chunk(const SpTask& t, const TileContext& c) {
-  check_position(t, c);
-  const SpGraphParams& p = *c.params;
-  const AttnChunkArgs a{
-      operand_data<const bf16>(t, c, 0), operand_data<const bf16>(t, c, 1),
-      operand_data<const bf16>(t, c, 2), operand_view(t, c, 1).row_stride,
-      operand_data<float>(t, c, 3), operand_view(t, c, 3).row_stride,
-      p.n_heads, p.n_kv_heads, p.head_dim, p.context, p.attn_chunks, c.state->position};
-  attn_chunk_tiles<Acc>(a, t.tile_begin, t.tile_end);
-}
-
-template <class Acc>
-void run_attn_merge(const SpTask& t, const TileContext& c) {
-  attn_merge_heads<Acc>(operand_data<const float>(t, c, 0), operand_view(t, c, 0).row_stride,
-                        c.params->attn_chunks, c.params->head_dim, operand_data<bf16>(t, c, 1),
-                        t.tile_begin, t.tile_end);
+      operand_data<const bf16>(t, c, 2), operand_data<bf16>(t, c, 3), operand_view(t, c, 3).row_stride,
+      operand_data<const bf16>(t, c, 4) + size_t(position) * operand_view(t, c, 4).row_stride,
+      operand_data<float>(t, c, 5), operand_view(t, c, 5).row_stride, operand_data<bf16>(t, c, 6),
+      operand_data<uint32_t>(t, c, 7), p.n_heads, p.n_kv_heads, p.head_dim, p.rotary_dim, p.context,
+      p.attn_chunks, position, p.norm_kind, p.rms_eps};
+  for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) attention_tile<Acc>(a, tile);
 }
 
 template <class Acc>
@@ -135,9 +114,7 @@ void run_task(const SpTask& t, const TileContext& c) {
     case SP_OP_EMBED: return run_embed(t, c);
     case SP_OP_GEMV: return run_gemv<Acc>(t, c);
     case SP_OP_GATE_UP: return run_gate_up<Acc>(t, c);
-    case SP_OP_QK_NORM_ROPE: return run_qk_norm_rope<Acc>(t, c);
-    case SP_OP_ATTN_CHUNK: return run_attn_chunk<Acc>(t, c);
-    case SP_OP_ATTN_MERGE: return run_attn_merge<Acc>(t, c);
+    case SP_OP_ATTENTION: return run_attention<Acc>(t, c);
     case SP_OP_SAMPLE: return run_sample<Acc>(t, c);
     default: throw Error("unknown opcode " + std::to_string(t.op));
   }

@@ -5,6 +5,8 @@
 # same call, so their ms/token compare as ratios.
 #
 #   scripts/gpu-variants.sh NAME=FLAGS...       e.g. base= 'lif16=-DSP_EXP_LIF=16'
+#   NAME=@TARBALL                              the sources of another commit, e.g. made by
+#                                              `git archive -o old.tar REV` (untracked files travel)
 #   SPINDLE_EXTRA_DEBS=DIR      unpack the build dependencies' .debs first (as gpu-test.sh)
 #   SPINDLE_VARIANT_MODELS="…"  models to bench (default: qwen3-0.6b qwen3-8b), synthetic presets
 #   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
@@ -27,9 +29,14 @@ fi
 
 names=()
 for v in "$@"; do
-  name=${v%%=*} flags=${v#*=}
+  name=${v%%=*} flags=${v#*=} src=.
   names+=("$name")
-  (cmake -S . -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" &&
+  if [[ $flags == @* ]]; then
+    src=build-var/$name-src
+    rm -rf "$src" && mkdir -p "$src" && tar -xf "${flags#@}" -C "$src" || exit 1
+    flags=
+  fi
+  (cmake -S "$src" -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" &&
      cmake --build "build-var/$name" --target spindle -j"$(($(nproc) / $# + 1))") >"build-var/build-$name.log" 2>&1 &
 done
 wait

@@ -1,13 +1,31 @@
-// ATTN_CHUNK and ATTN_MERGE (docs/numerics.md). A chunk tile gives each q head of its kv
-// head's group to a logical warp, which scores the chunk's positions twice (once for the max,
-// once for the weights) rather than keeping the scores, so no length limits the chunk; a few
-// positions at a time, their K and V rows loaded together. Every warp runs every loop
-// (workgroup.glsl); one past the last head repeats it and writes nothing.
+// ATTENTION (docs/numerics.md, ops/attention.h attention_tile). A (kv head, chunk) tile gives
+// each q head of the group to a logical warp, which normalises and rotates it into its shared
+// slot and scores the chunk's positions twice (once for the max, once for the weights) rather
+// than keeping the scores, so no length limits the chunk; a few positions at a time, their K
+// and V rows loaded together. The tile whose chunk holds the step's position first appends k̂
+// and v (its first warp's item), then every tile counts itself in, and the group's last merges.
+// Every warp runs every loop (workgroup.glsl); one past the last head repeats it and writes
+// nothing.
 #ifndef SP_OP_ATTENTION_GLSL
 #define SP_OP_ATTENTION_GLSL
 
-const uint HEAD_DIM_MAX = 8u * LANES;  // a lane keeps 8 output dims
 const uint NEG_INF = 0xff800000u;
+
+// Whether this tile is the group's last of the step to arrive, for every invocation.
+shared uint s_last_arrival;
+
+// The step's position, or a failure when it is past the KV capacity (then false). One read for
+// the workgroup: the loops that follow hold barriers, so every invocation must see one value.
+// Call in uniform control flow.
+bool position_in_range(out uint position) {
+  if (invocation() == 0u) s_position = step_state().w[SP_STATE_position];
+  sync_shared();
+  position = s_position;
+  const uint context = param(SP_PARAMS_context);
+  if (position < context) return true;
+  fail_task(SP_FAIL_POSITION_RANGE, position, context);
+  return false;
+}
 
 // Positions [begin, end) of chunk c of [0, n) (ops/attention.h chunk_positions).
 uvec2 chunk_positions(uint n, uint chunks, uint c) {
@@ -23,101 +41,175 @@ precise float octet_element(uvec4 o, uint i) { return i % 2u == 0u ? bf16_lo(o[i
 // (set by the host: 1, 2, 4 or 8).
 layout(constant_id = 5) const uint ATTN_UNROLL = 4u;
 
-// Operands: 0 q, 1 K cache, 2 V cache, 3 partials [Hq * chunks, D + 2] f32 {m, l, acc[D]}.
-// A head has at most 256 dims, one block of the canonical dot: lane l holds dims 8l .. 8l + 7
-// of q, of each K and V row, and of the output.
-void run_attn_chunk(Task t) {
-  uint position;
-  if (!position_in_range(position)) return;
-  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
-  const uint context = param(SP_PARAMS_context);
-  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
-  const uint64_t q_all = load_view(t.operand[0]).addr;
-  const View K = load_view(t.operand[1]), V = load_view(t.operand[2]), partials = load_view(t.operand[3]);
-  const bool vec = vec_readable(q_all, D, D) && vec_readable(K.addr, K.stride, D) && vec_readable(V.addr, V.stride, D);
-  const uint k8 = lane() * DOT_VEC, count = octet_count(k8, D);
-  precise float scale = pm_rsqrt(float(D));
-  for (uint tile = t.tile_begin; tile < t.tile_end; ++tile) {
-    const uint kv = tile / chunks, c = tile % chunks;
-    const uvec2 range = chunk_positions(position + 1u, chunks, c);
-    const uint rounds = trips(range.y - range.x, ATTN_UNROLL);
-    for (uint first = 0u; first < group; first += warps()) {
-      const bool valid = first + warp() < group;
-      const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: write nothing
-      Words row = Words(row_address(partials, h * chunks + c, 4u));
-      if (range.x == range.y) {  // an empty chunk: {-inf, 0, 0...}
-        for (uint j = 0u; j < trips(D + 1u, LANES); ++j) {
-          const uint i = j * LANES + lane();
-          if (valid && i <= D) row.w[i + 1u] = 0u;
-        }
-        if (valid && lane() == 0u) row.w[0] = NEG_INF;
-        continue;
-      }
-      // A warp past the group's last head reads nothing (its sums are never written).
-      const uvec4 q = valid && count > 0u ? data8(q_all + uint64_t(h) * D * 2u, k8, D, vec) : uvec4(0u);
-      precise float m = uintBitsToFloat(NEG_INF);
-      for (uint j = 0u; j < rounds; ++j) {
-        uvec4 k_oct[ATTN_UNROLL];
-        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
-          const uint p = range.x + j * ATTN_UNROLL + u;
-          k_oct[u] = valid && p < range.y && count > 0u ? data8(row_address(K, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
-        }
-        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
-          if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
-          precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
-          if (!is_nan(s) && s > m) m = s;
-        }
-      }
-      precise float l = 0.0;
-      precise float acc[DOT_VEC];
-      [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) acc[i] = 0.0;
-      for (uint j = 0u; j < rounds; ++j) {
-        uvec4 k_oct[ATTN_UNROLL], v_oct[ATTN_UNROLL];
-        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
-          const uint p = range.x + j * ATTN_UNROLL + u;
-          const bool load = valid && p < range.y && count > 0u;
-          k_oct[u] = load ? data8(row_address(K, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
-          v_oct[u] = load ? data8(row_address(V, kv * context + p, 2u), k8, D, vec) : uvec4(0u);
-        }
-        [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
-          if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
-          precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
-          precise float weight = pm_exp(s - m);
-          l = l + weight;
-          [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) {
-            if (i < count) {
-              precise float term = weight * octet_element(v_oct[u], i);
-              acc[i] = acc[i] + term;
-            }
-          }
-        }
-      }
-      if (valid && lane() == 0u) {
-        row.w[0] = floatBitsToUint(m);
-        row.w[1] = floatBitsToUint(l);
-      }
-      [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i)
-        if (valid && i < count) row.w[2u + k8 + i] = floatBitsToUint(acc[i]);
+// RoPE(RMSNorm(x)) of the D-dim head at x_addr with the norm weights at w_addr, into the
+// warp's shared slot, one bf16 a word (ops/qk_norm_rope.h norm_rope_head): normalised in, then
+// each pair rotated in place by the lane that owns it. Call in uniform control flow.
+void norm_rope_to_slot(uint64_t x_addr, uint64_t w_addr, ConstHalves rope, uint D, uint half_, uint slot) {
+  precise float inv = rms_inverse(warp_sum(lane_dot(x_addr, x_addr, D)), D);
+  Halves x = Halves(x_addr);
+  ConstHalves w = ConstHalves(w_addr);
+  for (uint j = 0u; j < trips(D, LANES); ++j) {
+    const uint d = j * LANES + lane();
+    if (d < D) set_shared_word(slot + d, rms_norm_element(bf16_to_f32(uint(x.h[d])), inv, bf16_to_f32(uint(w.h[d]))));
+  }
+  sync_shared();
+  for (uint j = 0u; j < trips(half_, LANES); ++j) {
+    const uint i = j * LANES + lane();
+    if (i >= half_) continue;
+    precise float a = bf16_to_f32(shared_word(slot + i)), b = bf16_to_f32(shared_word(slot + i + half_));
+    precise float c = bf16_to_f32(uint(rope.h[i])), s = bf16_to_f32(uint(rope.h[half_ + i]));
+    precise float lo = rounded(a * c) + rounded(-b * s);
+    precise float hi = rounded(b * c) + rounded(a * s);
+    set_shared_word(slot + i, f32_to_bf16(lo));
+    set_shared_word(slot + i + half_, f32_to_bf16(hi));
+  }
+  sync_shared();  // the head is read by other lanes of the warp
+}
+
+// The octet at k of the head in a shared slot, zero past D.
+uvec4 slot8(uint slot, uint k, uint D) {
+  uvec4 o = uvec4(0u);
+  [[unroll]] for (uint e = 0u; e < DOT_VEC; ++e)
+    if (k + e < D) o[e / 2u] |= shared_word(slot + k + e) << (16u * (e % 2u));
+  return o;
+}
+
+// k̂ (in the warp's slot) and v to the caches' rows of the position, by the warp that normed k
+// (writes). Call in uniform control flow.
+void append_kv(bool writes, uint slot, uint64_t v_addr, uint64_t k_row, uint64_t v_row, uint D) {
+  Halves v = Halves(v_addr), k_dst = Halves(k_row), v_dst = Halves(v_row);
+  for (uint j = 0u; j < trips(D, LANES); ++j) {
+    const uint d = j * LANES + lane();
+    if (writes && d < D) {
+      k_dst.h[d] = uint16_t(shared_word(slot + d));
+      v_dst.h[d] = v.h[d];
     }
   }
 }
 
-uint cost_attn_chunk(Task t) {
-  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
-  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
-  const uint longest = trips(step_state().w[SP_STATE_position] + 1u, chunks);
-  const uint per_group = 2u * trips(longest, ATTN_UNROLL) + trips(D + 1u, LANES) + 1u;
-  return (t.tile_end - t.tile_begin) * (trips(group, warps()) * per_group + 1u);
+// The partial {m, l, acc[D]} of the q head in the warp's slot over the positions `range` of one
+// kv head's K and V rows (rows k_base + t and v_base + t of the cache) into row, when writes.
+// A head has at most 256 dims, one block of the canonical dot: lane l holds dims 8l .. 8l + 7
+// of q, of each K and V row, and of the output. A warp that writes nothing loads nothing.
+void chunk_partial(bool writes, uint slot, View cache, uint k_base, uint v_base, uvec2 range, Words row, uint D) {
+  const bool vec = vec_readable(cache.addr, cache.stride, D);
+  const uint k8 = lane() * DOT_VEC, count = octet_count(k8, D);
+  const uint rounds = trips(range.y - range.x, ATTN_UNROLL);
+  precise float scale = pm_rsqrt(float(D));
+  const uvec4 q = writes && count > 0u ? slot8(slot, k8, D) : uvec4(0u);
+  precise float m = uintBitsToFloat(NEG_INF);
+  for (uint j = 0u; j < rounds; ++j) {
+    uvec4 k_oct[ATTN_UNROLL];
+    [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+      const uint p = range.x + j * ATTN_UNROLL + u;
+      const bool load = writes && p < range.y && count > 0u;
+      k_oct[u] = load ? data8(row_address(cache, k_base + p, 2u), k8, D, vec) : uvec4(0u);
+    }
+    [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+      if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
+      precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
+      if (!is_nan(s) && s > m) m = s;
+    }
+  }
+  precise float l = 0.0;
+  precise float acc[DOT_VEC];
+  [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) acc[i] = 0.0;
+  for (uint j = 0u; j < rounds; ++j) {
+    uvec4 k_oct[ATTN_UNROLL], v_oct[ATTN_UNROLL];
+    [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+      const uint p = range.x + j * ATTN_UNROLL + u;
+      const bool load = writes && p < range.y && count > 0u;
+      k_oct[u] = load ? data8(row_address(cache, k_base + p, 2u), k8, D, vec) : uvec4(0u);
+      v_oct[u] = load ? data8(row_address(cache, v_base + p, 2u), k8, D, vec) : uvec4(0u);
+    }
+    [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
+      if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
+      precise float s = warp_sum(accumulate8(0.0, q, k_oct[u], count)) * scale;
+      precise float weight = pm_exp(s - m);
+      l = l + weight;
+      [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i) {
+        if (i < count) {
+          precise float term = weight * octet_element(v_oct[u], i);
+          acc[i] = acc[i] + term;
+        }
+      }
+    }
+  }
+  if (writes && lane() == 0u) {
+    row.w[0] = floatBitsToUint(m);
+    row.w[1] = floatBitsToUint(l);
+  }
+  [[unroll]] for (uint i = 0u; i < DOT_VEC; ++i)
+    if (writes && i < count) row.w[2u + k8 + i] = floatBitsToUint(acc[i]);
 }
 
-// Operands: 0 partials, 1 out [Hq * D] bf16.
-void run_attn_merge(Task t) {
-  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
-  const View partials = load_view(t.operand[0]);
-  const uint64_t out_all = load_view(t.operand[1]).addr;
-  for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
-    const bool valid = first + warp() < t.tile_end;
-    const uint h = min(first + warp(), t.tile_end - 1u);  // past the last head: repeat, write nothing
+// The group's partials of the non-empty chunk c. Items are the group's q heads, after the k
+// head when the chunk holds the position: the warp that normed k appends k̂ and v, and the
+// other warps' scores read the K row after the barrier.
+void attend_chunk(Task t, uint kv, uint c, uvec2 range, uint position) {
+  const uint D = param(SP_PARAMS_head_dim), half_ = param(SP_PARAMS_rotary_dim) / 2u;
+  const uint Hq = param(SP_PARAMS_n_heads), Hkv = param(SP_PARAMS_n_kv_heads), group = Hq / Hkv;
+  const uint context = param(SP_PARAMS_context), chunks = param(SP_PARAMS_attn_chunks);
+  const uint64_t qkv = load_view(t.operand[0]).addr;
+  const uint64_t q_norm = load_view(t.operand[1]).addr, k_norm = load_view(t.operand[2]).addr;
+  const View cache = load_view(t.operand[3]), partials = load_view(t.operand[5]);
+  ConstHalves rope = ConstHalves(row_address(load_view(t.operand[4]), position, 2u));
+  const uint k_base = kv * context, v_base = (Hkv + kv) * context;
+  const uint lead = range.y == position + 1u ? 1u : 0u;  // item 0 is the k head
+  const uint items = group + lead, slot = warp() * D;
+  for (uint first = 0u; first < items; first += warps()) {
+    const bool valid = first + warp() < items;
+    const uint item = min(first + warp(), items - 1u);
+    const bool is_k = item < lead;
+    const uint h = kv * group + (is_k ? 0u : item - lead);
+    norm_rope_to_slot(qkv + uint64_t(is_k ? Hq + kv : h) * D * 2u, is_k ? k_norm : q_norm, rope, D, half_, slot);
+    if (first < lead) {
+      append_kv(valid && is_k, slot, qkv + uint64_t(Hq + Hkv + kv) * D * 2u,
+                row_address(cache, k_base + position, 2u), row_address(cache, v_base + position, 2u), D);
+      sync_workgroup_buffers();
+    }
+    Words row = Words(row_address(partials, h * chunks + c, 4u));
+    chunk_partial(valid && !is_k, slot, cache, k_base, v_base, range, row, D);
+  }
+}
+
+// {-inf, 0, 0...} for each q head of the group: the partial of an empty chunk c.
+void write_empty_partials(View partials, uint kv, uint c, uint group, uint chunks, uint D) {
+  for (uint first = 0u; first < group; first += warps()) {
+    const bool valid = first + warp() < group;
+    Words row = Words(row_address(partials, (kv * group + min(first + warp(), group - 1u)) * chunks + c, 4u));
+    for (uint j = 0u; j < trips(D + 1u, LANES); ++j) {
+      const uint i = j * LANES + lane();
+      if (valid && i <= D) row.w[i + 1u] = 0u;
+    }
+    if (valid && lane() == 0u) row.w[0] = NEG_INF;
+  }
+}
+
+// Counts the tile in on the group's arrivals word (ops/attention.h arrive_last): true, in every
+// invocation, for the step's last tile of the group, which resets the count. Relaxed atomics
+// between device-scope barriers, as the protocol's counters (protocol.glsl: lavapipe breaks
+// atomics with memory semantics in divergent control flow): the first releases every
+// invocation's partials, the second acquires the other tiles' for the merge. Call in uniform
+// control flow.
+bool arrived_last(uint64_t arrivals, uint kv, uint chunks) {
+  sync_buffers();
+  if (invocation() == 0u) {
+    Words count = Words(arrivals);
+    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == chunks ? 1u : 0u;
+    if (s_last_arrival != 0u)
+      atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
+  }
+  sync_buffers();
+  return s_last_arrival != 0u;
+}
+
+// The group's q heads merged from their chunks' partials into out (ops/attention.h
+// attn_merge_head), a warp a head, lane l dims l + 32i.
+void merge_group(View partials, uint64_t out_all, uint kv, uint group, uint chunks, uint D) {
+  for (uint first = 0u; first < group; first += warps()) {
+    const bool valid = first + warp() < group;
+    const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
     precise float M = uintBitsToFloat(NEG_INF);
     for (uint c = 0u; c < chunks; ++c) {
       precise float m = uintBitsToFloat(Words(row_address(partials, h * chunks + c, 4u)).w[0]);
@@ -149,8 +241,33 @@ void run_attn_merge(Task t) {
   }
 }
 
-uint cost_attn_merge(Task t) {
-  return trips(t.tile_end - t.tile_begin, warps()) * (2u * param(SP_PARAMS_attn_chunks) + 1u);
+// Operands: 0 qkv, 1 q_norm, 2 k_norm, 3 KV cache, 4 RoPE table, 5 partials [Hq * chunks, D + 2]
+// f32 {m, l, acc[D]}, 6 out [Hq * D] bf16, 7 arrivals [Hkv] u32.
+void run_attention(Task t) {
+  uint position;
+  if (!position_in_range(position)) return;
+  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
+  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
+  const View partials = load_view(t.operand[5]);
+  for (uint tile = t.tile_begin; tile < t.tile_end; ++tile) {
+    const uint kv = tile / chunks, c = tile % chunks;
+    const uvec2 range = chunk_positions(position + 1u, chunks, c);
+    if (range.x == range.y) write_empty_partials(partials, kv, c, group, chunks, D);
+    else attend_chunk(t, kv, c, range, position);
+    if (arrived_last(load_view(t.operand[7]).addr, kv, chunks))
+      merge_group(partials, load_view(t.operand[6]).addr, kv, group, chunks, D);
+  }
+}
+
+// An upper bound: every tile may append, and any may merge.
+uint cost_attention(Task t) {
+  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
+  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
+  const uint longest = trips(step_state().w[SP_STATE_position] + 1u, chunks);
+  const uint norm_rope = trips(D, DOT_BLOCK) + trips(D, LANES) + trips(param(SP_PARAMS_rotary_dim) / 2u, LANES);
+  const uint per_item = norm_rope + trips(D, LANES) + 2u * trips(longest, ATTN_UNROLL) + trips(D + 1u, LANES) + 1u;
+  const uint merge = trips(group, warps()) * (2u * chunks + 1u);
+  return (t.tile_end - t.tile_begin) * (trips(group + 1u, warps()) * per_item + merge + 1u);
 }
 
 #endif

@@ -32,7 +32,6 @@
 #include "protocol.glsl"
 #include "dot.glsl"
 #include "op_projection.glsl"
-#include "op_qk_norm_rope.glsl"
 #include "op_attention.glsl"
 #include "op_embed_sample.glsl"
 
@@ -42,9 +41,7 @@ void run_task(Task t) {
     case SP_OP_EMBED: run_embed(t); break;
     case SP_OP_GEMV: run_gemv(t); break;
     case SP_OP_GATE_UP: run_gate_up(t); break;
-    case SP_OP_QK_NORM_ROPE: run_qk_norm_rope(t); break;
-    case SP_OP_ATTN_CHUNK: run_attn_chunk(t); break;
-    case SP_OP_ATTN_MERGE: run_attn_merge(t); break;
+    case SP_OP_ATTENTION: run_attention(t); break;
     case SP_OP_SAMPLE: run_sample(t); break;
   }
 }
@@ -55,9 +52,7 @@ uint task_cost(Task t) {
     case SP_OP_EMBED: return cost_embed(t);
     case SP_OP_GEMV: return cost_gemv(t);
     case SP_OP_GATE_UP: return cost_gate_up(t);
-    case SP_OP_QK_NORM_ROPE: return cost_qk_norm_rope(t);
-    case SP_OP_ATTN_CHUNK: return cost_attn_chunk(t);
-    case SP_OP_ATTN_MERGE: return cost_attn_merge(t);
+    case SP_OP_ATTENTION: return cost_attention(t);
     case SP_OP_SAMPLE: return cost_sample(t);
   }
   return 0u;

@@ -8,7 +8,7 @@
 
 layout(local_size_x_id = 0) in;  // 32 * warps
 // 16-byte vectors of shared memory for the staged projection input (8 bf16 each) or the
-// normed heads of QK_NORM_ROPE (one element a word); the host sizes it for the graph.
+// attention warps' normed heads (one element a word); the host sizes it for the graph.
 layout(constant_id = 1) const uint SHARED_VECS = 1u;
 // Butterfly levels with an offset below this run as subgroup shuffles, the others through
 // shared memory. The host sets the device's subgroup size capped at 32 (1 = shared memory
@@ -25,12 +25,19 @@ uint lane() { return gl_LocalInvocationIndex % LANES; }
 uint warp() { return gl_LocalInvocationIndex / LANES; }
 uint warps() { return gl_WorkGroupSize.x / LANES; }
 
-// Word i of the shared vectors (QK_NORM_ROPE's one-element-a-word heads).
+// Word i of the shared vectors (the attention's one-element-a-word heads).
 uint shared_word(uint i) { return g_vecs[i / 4u][i % 4u]; }
 void set_shared_word(uint i, uint w) { g_vecs[i / 4u][i % 4u] = w; }
 
 // Between phases of a tile that share memory. Call in uniform control flow.
 void sync_shared() { barrier(); }
+
+// Between phases of a tile that pass data through buffers (the K row the attention appends and
+// then scores). Call in uniform control flow.
+void sync_workgroup_buffers() {
+  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer,
+                 gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
+}
 
 // Around a task, the protocol's fences: before the signal it releases every invocation's
 // writes of the tile, made available at device scope; after the wait it acquires what the

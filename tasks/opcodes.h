@@ -17,25 +17,25 @@ enum SpOpcode : uint32_t {
   // act[r] = bf16(bf16(silu(bf16(Wg[r]·n))) * bf16(Wu[r]·n)), n = normed(x). Tiles: rows.
   //   0 Wg [I,K] bf16   1 Wu [I,K] bf16   2 x [K] bf16   3 norm weight [K] bf16   4 out [I] bf16
   SP_OP_GATE_UP = 3,
-  // Per head: RMSNorm over head_dim, RoPE at the step's position, and for k/v heads the
-  // append into the cache. Tiles: heads 0..Hq-1 (q), Hq..Hq+Hkv-1 (k), then v heads.
-  //   0 qkv [(Hq+2Hkv)*D] bf16   1 q_norm [D]   2 k_norm [D]   3 q_out [Hq*D] bf16
-  //   4 K cache [Hkv*ctx, D] bf16   5 V cache [Hkv*ctx, D] bf16   6 rope table [ctx, R] bf16
-  SP_OP_QK_NORM_ROPE = 4,
-  // One chunk of the positions 0..p for one kv head and every q head of its group: online
-  // softmax partials. Tiles: kv_head * attn_chunks + chunk.
-  //   0 q [Hq*D] bf16   1 K cache   2 V cache   3 partials [Hq*chunks, D+2] f32 {m, l, acc[D]}
-  SP_OP_ATTN_CHUNK = 5,
-  // Merge the chunk partials of each q head in chunk order. Tiles: q heads.
-  //   0 partials   1 out [Hq*D] bf16
-  SP_OP_ATTN_MERGE = 6,
+  // Attention of the step's position p over the positions 0..p, split into `attn_chunks`
+  // chunks (ops/attention.h chunk_positions), for one kv head g and the q heads of its group.
+  // The tile normalises (RMSNorm over head_dim) and rotates (RoPE at p) its q heads; the tile
+  // whose chunk holds p also appends k (normed and rotated) and v at row p of the caches. Each
+  // tile writes online-softmax partials; the group's last tile to finish in the step (counted
+  // in the arrivals word of g, which it resets to 0) merges them in chunk order into out.
+  // Tiles: kv_head * attn_chunks + chunk.
+  //   0 qkv [(Hq+2Hkv)*D] bf16 (q heads, k heads, v heads)   1 q_norm [D]   2 k_norm [D]
+  //   3 KV cache [2*Hkv*ctx, D] bf16: K row g*ctx + t, V row (Hkv+g)*ctx + t
+  //   4 rope table [ctx, R] bf16   5 partials [Hq*chunks, D+2] f32 {m, l, acc[D]}
+  //   6 out [Hq*D] bf16   7 arrivals [Hkv] u32, zero between steps
+  SP_OP_ATTENTION = 4,
   // Choose the next token from the logits (greedy from the argmax partials when the step
   // state's temperature is 0, else seeded temperature/top-k/top-p sampling), record it and
   // advance the step state. One tile.
   //   0 logits [V] f32   1 argmax partials   2 imm partial count
   //   3 forced tokens [max_steps] u32   4 out tokens [max_steps] u32
-  SP_OP_SAMPLE = 7,
-  SP_OP_COUNT_ = 8
+  SP_OP_SAMPLE = 5,
+  SP_OP_COUNT_ = 6
 };
 
 #ifdef __cplusplus
@@ -44,9 +44,7 @@ inline const char* sp_opcode_name(uint32_t op) {
     case SP_OP_EMBED: return "embed";
     case SP_OP_GEMV: return "gemv";
     case SP_OP_GATE_UP: return "gate_up";
-    case SP_OP_QK_NORM_ROPE: return "qk_norm_rope";
-    case SP_OP_ATTN_CHUNK: return "attn_chunk";
-    case SP_OP_ATTN_MERGE: return "attn_merge";
+    case SP_OP_ATTENTION: return "attention";
     case SP_OP_SAMPLE: return "sample";
     default: return nullptr;
   }

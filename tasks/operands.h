@@ -36,14 +36,9 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
     case SP_OP_GATE_UP:
       return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"},
                {K::View, "out"}}};
-    case SP_OP_QK_NORM_ROPE:
-      return {{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "q_out"},
-               {K::View, "k_cache"}, {K::View, "v_cache"}, {K::View, "rope"}}};
-    case SP_OP_ATTN_CHUNK:
-      return {{{K::View, "q"}, {K::View, "k_cache"}, {K::View, "v_cache"},
-               {K::View, "partials"}}};
-    case SP_OP_ATTN_MERGE:
-      return {{{K::View, "partials"}, {K::View, "out"}}};
+    case SP_OP_ATTENTION:
+      return {{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "kv_cache"},
+               {K::View, "rope"}, {K::View, "partials"}, {K::View, "out"}, {K::View, "arrivals"}}};
     case SP_OP_SAMPLE:
       return {{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
                {K::View, "forced"}, {K::View, "out_tokens"}}};

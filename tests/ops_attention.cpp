@@ -1,4 +1,4 @@
-// ATTN_CHUNK and ATTN_MERGE (ops/attention.h) against a softmax attention in Eigen.
+// ATTENTION (ops/attention.h) against q/k norms, RoPE and a softmax attention in Eigen.
 #include <doctest/doctest.h>
 
 #include "ops/attention.h"
@@ -24,85 +24,156 @@ TEST_CASE("chunk_positions: equal chunks cover all positions in order") {
 
 namespace {
 
+// A random attention layer at a random position: raw q/k/v heads, norm weights, the RoPE
+// table, and K/V caches whose rows before the position hold earlier steps' values.
 struct AttnCase {
-  uint32_t Hq, Hkv, D, context, position, stride;
-  std::vector<bf16> q, k_cache, v_cache;
+  uint32_t Hq, Hkv, D, R, context, position, stride, kind;
+  float eps = 1e-6f;
+  std::vector<bf16> qkv, q_norm, k_norm, rope_table, kv_cache;
+  // What the caches hold after the step (the reference's k̂ and v at the position), and q̂.
+  std::vector<bf16> want_cache;
+  Eigen::MatrixXd q_hat;  // row h: q head h normalised and rotated
 
   explicit AttnCase(std::mt19937& rng) {
     Hkv = random_in(rng, 1, 3);
     Hq = Hkv * random_in(rng, 1, 4);
-    D = random_in(rng, 1, 160);
+    D = 2 * random_in(rng, 1, 80);
+    R = random_in(rng, 0, 1) ? D : 2 * random_in(rng, 1, D / 2);
     context = random_in(rng, 1, 90);
     position = random_in(rng, 0, context - 1);
     stride = D + random_in(rng, 0, 5);
-    q = random_bf16(rng, size_t(Hq) * D, std::ldexp(1.0, int(random_in(rng, 0, 4)) - 1));
-    k_cache = random_bf16(rng, size_t(Hkv) * context * stride);
-    v_cache = random_bf16(rng, size_t(Hkv) * context * stride);
-    for (uint32_t j = 0; j < Hkv; ++j)  // positions past p are never read: make them poison
-      for (size_t i = (size_t(j) * context + position + 1) * stride; i < size_t(j + 1) * context * stride; ++i)
-        k_cache[i] = v_cache[i] = 0x7fc0;
+    kind = random_in(rng, 0, 1);
+    qkv = random_bf16(rng, size_t(Hq + 2 * Hkv) * D, std::ldexp(1.0, int(random_in(rng, 0, 4)) - 1));
+    q_norm = random_bf16(rng, D, 0.2, kind == SP_NORM_STANDARD ? 1.0 : 0.0);
+    k_norm = random_bf16(rng, D, 0.2, kind == SP_NORM_STANDARD ? 1.0 : 0.0);
+    rope_table.resize(size_t(context) * R);
+    fill_rope_table(1000000.0f, R, context, rope_table.data());
+    kv_cache = random_bf16(rng, size_t(2 * Hkv) * context * stride);
+    for (uint32_t j = 0; j < 2 * Hkv; ++j)  // positions from p on are written or never read: poison
+      for (size_t i = (size_t(j) * context + position) * stride; i < size_t(j + 1) * context * stride; ++i)
+        kv_cache[i] = 0x7fc0;
+
+    auto normed = [&](uint32_t h, const std::vector<bf16>& w) {
+      return reference_norm_rope(to_vector(qkv.data() + size_t(h) * D, D).array(), to_vector(w.data(), D).array(),
+                                 kind, eps, to_vector(rope_table.data() + size_t(position) * R, R).array());
+    };
+    want_cache = kv_cache;
+    for (uint32_t j = 0; j < Hkv; ++j) {
+      const Eigen::ArrayXd k = normed(Hq + j, k_norm);
+      for (uint32_t d = 0; d < D; ++d) {
+        want_cache[cache_row(j) + d] = bits_of(k(d));
+        want_cache[cache_row(Hkv + j) + d] = qkv[size_t(Hq + Hkv + j) * D + d];
+      }
+    }
+    q_hat.resize(Hq, D);
+    for (uint32_t h = 0; h < Hq; ++h) q_hat.row(h) = normed(h, q_norm).matrix().transpose();
   }
 
-  AttnChunkArgs args(float* partials, uint32_t chunks) const {
-    return {q.data(), k_cache.data(), v_cache.data(), stride, partials, D + 2, Hq, Hkv, D, context, chunks, position};
-  }
+  // Element index of the position's row in cache row block j (K blocks 0..Hkv-1, then V).
+  size_t cache_row(uint32_t j) const { return (size_t(j) * context + position) * stride; }
 
-  // Every chunk tile, then every merge, as two stages of a graph.
+  // Every tile in a random order (any task order of the stage), one tile a task, into the
+  // outputs given; the arrival counts must be back to zero after.
   template <class Acc>
-  std::vector<bf16> run(uint32_t chunks, std::vector<float>* partials_out = nullptr) const {
-    std::vector<float> partials(size_t(Hq) * chunks * (D + 2), 12345.0f);
-    attn_chunk_tiles<Acc>(args(partials.data(), chunks), 0, Hkv * chunks);
-    std::vector<bf16> out(size_t(Hq) * D);
-    attn_merge_heads<Acc>(partials.data(), D + 2, chunks, D, out.data(), 0, Hq);
-    if (partials_out) *partials_out = partials;
+  std::vector<bf16> run(uint32_t chunks, std::mt19937& rng, std::vector<bf16>& cache, std::vector<float>& partials) const {
+    cache = kv_cache;
+    partials.assign(size_t(Hq) * chunks * (D + 2), 12345.0f);
+    std::vector<bf16> out(size_t(Hq) * D, 0x7fc1);
+    std::vector<uint32_t> arrivals(Hkv, 0);
+    const AttentionArgs a{qkv.data(), q_norm.data(), k_norm.data(), cache.data(), stride,
+                          rope_table.data() + size_t(position) * R, partials.data(), D + 2, out.data(),
+                          arrivals.data(), Hq, Hkv, D, R, context, chunks, position, kind, eps};
+    std::vector<uint32_t> order(Hkv * chunks);
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (uint32_t tile : order) attention_tile<Acc>(a, tile);
+    CHECK(std::all_of(arrivals.begin(), arrivals.end(), [](uint32_t n) { return n == 0; }));
     return out;
   }
-
-  // Positions [begin, end) of kv head j as Eigen matrices (one row per position).
-  Eigen::MatrixXd keys(uint32_t j, uint32_t begin, uint32_t end) const {
-    return to_matrix(k_cache.data() + (size_t(j) * context + begin) * stride, end - begin, D, stride);
-  }
-  Eigen::MatrixXd values(uint32_t j, uint32_t begin, uint32_t end) const {
-    return to_matrix(v_cache.data() + (size_t(j) * context + begin) * stride, end - begin, D, stride);
-  }
-  Eigen::VectorXd scores(uint32_t h, uint32_t begin, uint32_t end) const {
-    return keys(h / (Hq / Hkv), begin, end) * to_vector(q.data() + size_t(h) * D, D) / std::sqrt(double(D));
+  template <class Acc>
+  std::vector<bf16> run(uint32_t chunks, std::mt19937& rng) const {
+    std::vector<bf16> cache;
+    std::vector<float> partials;
+    return run<Acc>(chunks, rng, cache, partials);
   }
 
-  // softmax(q·K / sqrt(D)) · V over positions 0..p, rounded to bf16 (spec 5.1).
+  // Positions [begin, end) of K or V block j of `cache` (by default the expected one) as rows.
+  Eigen::MatrixXd rows(uint32_t j, uint32_t begin, uint32_t end, const std::vector<bf16>* cache = nullptr) const {
+    return to_matrix((cache ? *cache : want_cache).data() + (size_t(j) * context + begin) * stride, end - begin, D,
+                     stride);
+  }
+  Eigen::VectorXd scores(uint32_t h, uint32_t begin, uint32_t end, const Eigen::MatrixXd& q,
+                         const std::vector<bf16>* cache = nullptr) const {
+    return rows(h / (Hq / Hkv), begin, end, cache) * q.row(h).transpose() / std::sqrt(double(D));
+  }
+  Eigen::MatrixXd values(uint32_t h, uint32_t begin, uint32_t end) const {
+    return rows(Hkv + h / (Hq / Hkv), begin, end);
+  }
+  // q̂ as the tile computes it (norm_rope_head, checked against Eigen in ops_rope.cpp).
+  template <class Acc>
+  Eigen::MatrixXd tile_q_hat() const {
+    Eigen::MatrixXd q(Hq, D);
+    std::vector<bf16> head(D);
+    for (uint32_t h = 0; h < Hq; ++h) {
+      norm_rope_head<Acc>(qkv.data() + size_t(h) * D, D, R, {q_norm.data(), kind, eps},
+                          rope_table.data() + size_t(position) * R, head.data());
+      q.row(h) = to_vector(head.data(), D).transpose();
+    }
+    return q;
+  }
+
+  // softmax(q̂·K̂ / sqrt(D)) · V over positions 0..p, rounded to bf16 (spec 5.1).
   Eigen::ArrayXd reference_head(uint32_t h) const {
-    const Eigen::VectorXd s = scores(h, 0, position + 1);
+    const Eigen::VectorXd s = scores(h, 0, position + 1, q_hat);
     const Eigen::VectorXd p = (s.array() - s.maxCoeff()).exp().matrix();
-    return ref_bf16((values(h / (Hq / Hkv), 0, position + 1).transpose() * p / p.sum()).array());
+    return ref_bf16((values(h, 0, position + 1).transpose() * p / p.sum()).array());
   }
 };
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("attention: chunks then merge match softmax attention", Acc, float, double) {
-  Agreement agree;
+TEST_CASE_TEMPLATE("attention: tiles in any order append k and v and match softmax attention", Acc, float, double) {
+  Agreement agree, appended;
   for (uint32_t seed = 0; seed < 80; ++seed) {
     std::mt19937 rng(6000 + seed);
     const AttnCase c(rng);
     const uint32_t chunks = random_in(rng, 1, c.position + 4);  // may exceed the positions
     CAPTURE(seed);
     CAPTURE(chunks);
-    const std::vector<bf16> out = c.run<Acc>(chunks);
+    std::vector<bf16> cache;
+    std::vector<float> partials;
+    const std::vector<bf16> out = c.run<Acc>(chunks, rng, cache, partials);
     for (uint32_t h = 0; h < c.Hq; ++h)
       agree.add({out.begin() + size_t(h) * c.D, out.begin() + size_t(h + 1) * c.D}, to_std(c.reference_head(h)));
+    for (uint32_t j = 0; j < c.Hkv; ++j) {
+      const size_t k = c.cache_row(j), v = c.cache_row(c.Hkv + j);
+      std::vector<double> want_k(c.D);
+      for (uint32_t d = 0; d < c.D; ++d) want_k[d] = bf16_to_f32(c.want_cache[k + d]);
+      appended.add({cache.begin() + k, cache.begin() + k + c.D}, want_k);
+      CHECK(std::equal(cache.begin() + v, cache.begin() + v + c.D, c.want_cache.begin() + v));
+    }
+    // Nothing but the position's rows is written.
+    size_t changed = 0;
+    for (size_t i = 0; i < cache.size(); ++i) changed += cache[i] != c.kv_cache[i];
+    CHECK(changed <= size_t(2) * c.Hkv * c.D);
   }
   check_tile<Acc>(agree);
+  check_tile<Acc>(appended);
 }
 
-TEST_CASE_TEMPLATE("attn_chunk_tiles: partials m l acc and empty chunks", Acc, float, double) {
+// The partial math alone: against the q̂ and k̂ the tile used (a one-step difference of a
+// rounding point in either would move m by more than the tolerance).
+TEST_CASE_TEMPLATE("attention: partials m l acc and empty chunks", Acc, float, double) {
   const double tol = std::is_same_v<Acc, float> ? 2e-5 : 1e-6;  // fp64 partials are stored in f32
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(7000 + seed);
     const AttnCase c(rng);
     const uint32_t chunks = random_in(rng, 1, c.position + 4), n = c.position + 1;
     CAPTURE(seed);
+    std::vector<bf16> cache;
     std::vector<float> partials;
-    c.run<Acc>(chunks, &partials);
+    c.run<Acc>(chunks, rng, cache, partials);
+    const Eigen::MatrixXd q = c.tile_q_hat<Acc>();
     const uint32_t size = (n + chunks - 1) / chunks;
     for (uint32_t h = 0; h < c.Hq; ++h)
       for (uint32_t ch = 0; ch < chunks; ++ch) {
@@ -115,14 +186,24 @@ TEST_CASE_TEMPLATE("attn_chunk_tiles: partials m l acc and empty chunks", Acc, f
           CHECK(acc.isZero(0));
           continue;
         }
-        const Eigen::VectorXd s = c.scores(h, begin, end);
+        const Eigen::VectorXd s = c.scores(h, begin, end, q, &cache);
         const Eigen::VectorXd p = (s.array() - s.maxCoeff()).exp().matrix();
-        const Eigen::VectorXd want = c.values(h / (c.Hq / c.Hkv), begin, end).transpose() * p;
+        const Eigen::VectorXd want = c.values(h, begin, end).transpose() * p;
         CHECK(std::fabs(row[0] - s.maxCoeff()) <= tol * (1 + std::fabs(s.maxCoeff())));
         CHECK(std::fabs(row[1] - p.sum()) <= tol * p.sum() * (1 + std::fabs(s.maxCoeff())));
         CHECK((acc.cast<double>() - want).norm() <= tol * (1 + std::fabs(s.maxCoeff())) * (want.norm() + p.sum()));
       }
   }
+}
+
+TEST_CASE("arrive_last: only the group's last tile of a step is told, and the count restarts") {
+  uint32_t count = 0;
+  for (uint32_t step = 0; step < 3; ++step) {
+    for (uint32_t i = 0; i + 1 < 5; ++i) CHECK_FALSE(arrive_last(count, 5));
+    CHECK(arrive_last(count, 5));
+    CHECK(count == 0);
+  }
+  CHECK(arrive_last(count, 1));
 }
 
 TEST_CASE_TEMPLATE("attn_merge_head: weighted sum of partials with empty chunks skipped", Acc, float, double) {
@@ -157,8 +238,8 @@ TEST_CASE_TEMPLATE("attention: one chunk and many chunks agree within f32 roundi
   for (uint32_t seed = 0; seed < 60; ++seed) {
     std::mt19937 rng(9000 + seed);
     const AttnCase c(rng);
-    const std::vector<bf16> one = c.run<Acc>(1);
-    const std::vector<bf16> many = c.run<Acc>(random_in(rng, 2, c.position + 4));
+    const std::vector<bf16> one = c.run<Acc>(1, rng);
+    const std::vector<bf16> many = c.run<Acc>(random_in(rng, 2, c.position + 4), rng);
     std::vector<double> one_values(one.size());
     for (size_t i = 0; i < one.size(); ++i) one_values[i] = bf16_to_f32(one[i]);
     agree.add(many, one_values);

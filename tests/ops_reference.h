@@ -114,6 +114,19 @@ inline Eigen::ArrayXd reference_rms_norm(const Eigen::ArrayXd& x, const Eigen::A
   return kind == SP_NORM_STANDARD ? ref_bf16(ref_bf16(x * inv) * w) : ref_bf16(x * inv * (1.0 + w));
 }
 
+// x normalised with w, then its first R dims rotated by the RoPE table row cs
+// [cos 0..R/2-1 | sin 0..R/2-1] (spec 1.6), in double with the bf16 rounding points.
+inline Eigen::ArrayXd reference_norm_rope(const Eigen::ArrayXd& x, const Eigen::ArrayXd& w, uint32_t kind, float eps,
+                                          const Eigen::ArrayXd& cs) {
+  const Eigen::ArrayXd y = reference_rms_norm(x, w, kind, eps);
+  const Eigen::Index half = cs.size() / 2;
+  const Eigen::ArrayXd a = y.head(half), b = y.segment(half, half), c = cs.head(half), s = cs.tail(half);
+  Eigen::ArrayXd out = y;
+  out.head(half) = ref_bf16(ref_bf16(a * c) - ref_bf16(b * s));
+  out.segment(half, half) = ref_bf16(ref_bf16(b * c) + ref_bf16(a * s));
+  return out;
+}
+
 inline std::vector<double> to_std(const Eigen::ArrayXd& a) { return {a.data(), a.data() + a.size()}; }
 
 }  // namespace spindle::test

@@ -156,8 +156,7 @@ TEST_CASE("run_task: a position past the KV capacity throws") {
   const uint32_t v = b.add(SP_ARENA_WORK, SP_BF16, 8, 8, 8, std::vector<bf16>(64));
   const TileContext c = b.context();
   b.state.position = 4;
-  CHECK(error_of(make_task(SP_OP_QK_NORM_ROPE, 0, 3, {v, v, v, v, v, v, v}), c).find("position 4") != std::string::npos);
-  CHECK(error_of(make_task(SP_OP_ATTN_CHUNK, 0, 1, {v, v, v, v}), c).find("position 4") != std::string::npos);
+  CHECK(error_of(make_task(SP_OP_ATTENTION, 0, 1, {v, v, v, v, v, v, v, v}), c).find("position 4") != std::string::npos);
 }
 
 TEST_CASE("run_task: SAMPLE feeds the prompt then chooses and advances the state") {

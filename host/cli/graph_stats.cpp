@@ -72,7 +72,7 @@ uint64_t kv_bytes_per_position(const Graph& g) {
   std::set<uint32_t> caches;
   for_each_view_operand(g, [&](const SpTask&, const OperandInfo& info, uint32_t v) {
     const std::string_view name = info.name;
-    if (name == "k_cache" || name == "v_cache") caches.insert(v);
+    if (name == "kv_cache") caches.insert(v);
   });
   uint64_t bytes = 0;
   for (uint32_t v : caches)
