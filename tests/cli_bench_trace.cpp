@@ -49,3 +49,15 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   CHECK(r.out_has("bubble fraction"));
   CHECK(r.out_has("gemv"));
 }
+
+TEST_CASE("trace export --context builds the graph for that context, and refuses one too small") {
+  ScratchDir dir;
+  const auto trace = dir.path / "t.json";
+  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -e sequential --context 200 -o " + trace.string());
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err_has("context 200)"));
+  const CliResult small = run_cli("trace export --model synthetic:tiny -n 8 --context 4 -o " + trace.string());
+  CHECK(small.status == 2);
+  CHECK(small.err_has("past the context limit of 4"));
+}

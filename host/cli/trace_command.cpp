@@ -28,7 +28,8 @@ struct TraceFlags {
   uint32_t tokens = 4;
   std::string out = "trace.json";
   std::string csv;
-  BuildOptions build;  // the tiling options; the context is set from the prompt and tokens
+  uint32_t context = 0;  // 0: the prompt plus the new tokens
+  BuildOptions build;    // the tiling options
 };
 
 std::string task_label(const Graph& g, uint32_t task) {
@@ -133,7 +134,7 @@ void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t wo
 void export_trace(const TraceFlags& f) {
   const std::vector<uint32_t> prompt = parse_token_ids(f.prompt_ids, "--prompt-ids");
   BuildOptions build = f.build;
-  build.context = uint32_t(prompt.size()) + f.tokens;
+  build.context = f.context ? f.context : uint32_t(prompt.size()) + f.tokens;
   const auto session = open_session(f.model, build);
   auto ex = open_executor(*session, executor_options(f.executor));
   ex->set_tracing(true);
@@ -160,6 +161,7 @@ void add_trace_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens,-n", f->tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")->capture_default_str();
   cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)");
+  add_context_option(*cmd, f->context, "the prompt plus the new tokens (a longer one splits attention into more chunks)");
   add_tiling_options(*cmd, f->build);
   cmd->callback([f] { export_trace(*f); });
 }
