@@ -272,9 +272,10 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   bf16* q = reinterpret_cast<bf16*>(smem + attn_q_offset());
   bf16* kv = reinterpret_cast<bf16*>(smem + attn_kv_offset(G, D, a.score_positions));
   bf16* kv_second = kv + size_t(a.kv_positions) * D;
-  bf16* q_norm = reinterpret_cast<bf16*>(smem + attn_consts_offset(G, D, a.score_positions, a.kv_positions));
-  bf16* k_norm = q_norm + align16(D * 2u) / 2, *rope = k_norm + align16(D * 2u) / 2;
-  bf16* k_new = rope + align16(R * 2u) / 2, *v_new = k_new + align16(D * 2u) / 2;
+  bf16* consts = reinterpret_cast<bf16*>(smem + attn_consts_offset(G, D, a.score_positions, a.kv_positions));
+  const AttnConsts at = attn_consts(D, R);
+  bf16 *q_norm = consts + at.q_norm, *k_norm = consts + at.k_norm, *rope = consts + at.rope;
+  bf16 *k_new = consts + at.k_new, *v_new = consts + at.v_new;
   if (len > 0) {
     stage_to_shared<Src::Data>(qkv + size_t(kv_head) * G * D, q, G * D);
     stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
@@ -320,11 +321,10 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     if (s_last) count.store(0u, kRelaxed);
   }
   __syncthreads();
-  if (s_last) {
-    const uint32_t n = position + 1, size = (n + a.chunks - 1) / a.chunks;
+  if (s_last)
     merge_heads(partials + size_t(kv_head) * G * a.chunks * a.partial_stride, uint32_t(a.partial_stride), a.chunks,
-                (n + size - 1) / size, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
-  }
+                nonempty_chunks(position + 1, a.chunks), D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D,
+                smem);
 }
 
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,

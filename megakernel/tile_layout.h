@@ -51,10 +51,18 @@ SP_HDI uint32_t attn_kv_offset(uint32_t group, uint32_t D, uint32_t score_positi
 SP_HDI uint32_t attn_consts_offset(uint32_t group, uint32_t D, uint32_t score_positions, uint32_t kv_positions) {
   return attn_kv_offset(group, D, score_positions) + align16(2u * kv_positions * D * 2u);
 }
+// Where each constant starts in that area, in bf16 elements, every one 16-byte aligned.
+struct AttnConsts {
+  uint32_t q_norm, k_norm, rope, k_new, v_new, end;
+};
+SP_HDI AttnConsts attn_consts(uint32_t D, uint32_t rotary_dim) {
+  const uint32_t d = align16(D * 2u) / 2u, r = align16(rotary_dim * 2u) / 2u;
+  return {0u, d, 2u * d, 2u * d + r, 3u * d + r, 4u * d + r};
+}
 SP_HDI uint32_t attn_smem_bytes(uint32_t group, uint32_t D, uint32_t rotary_dim, uint32_t score_positions,
                                 uint32_t kv_positions, uint32_t chunks, uint32_t partial_stride) {
-  const uint32_t attention = attn_consts_offset(group, D, score_positions, kv_positions) + 4u * align16(D * 2u) +
-                             align16(rotary_dim * 2u);
+  const uint32_t attention =
+      attn_consts_offset(group, D, score_positions, kv_positions) + attn_consts(D, rotary_dim).end * 2u;
   const uint32_t merge = merge_smem_bytes(group, chunks, partial_stride);
   return attention > merge ? attention : merge;
 }

@@ -30,6 +30,12 @@ SP_HDI PositionRange chunk_positions(uint32_t n, uint32_t chunks, uint32_t c) {
   return {begin, end};
 }
 
+// How many of those chunks are non-empty: the first ones, ceil(n / ceil(n / chunks)).
+SP_HDI uint32_t nonempty_chunks(uint32_t n, uint32_t chunks) {
+  const uint32_t size = (n + chunks - 1) / chunks;
+  return (n + size - 1) / size;
+}
+
 // The partial {m, l, acc[D]} of the q head q̂ (D values at q) over positions r of one kv
 // head's K and V rows (row t at t * stride), written to `row`.
 template <class Acc>

@@ -7,18 +7,20 @@
 using namespace spindle;
 using namespace spindle::test;
 
-TEST_CASE("chunk_positions: equal chunks cover all positions in order") {
+TEST_CASE("chunk_positions: equal chunks cover all positions in order; nonempty_chunks counts the first non-empty ones") {
   for (uint32_t n = 1; n <= 70; ++n)
     for (uint32_t chunks = 1; chunks <= 80; ++chunks) {
-      uint32_t next = 0;
+      uint32_t next = 0, nonempty = 0;
       for (uint32_t c = 0; c < chunks; ++c) {
         const PositionRange r = chunk_positions(n, chunks, c);
         REQUIRE(r.begin == next);
         REQUIRE(r.end >= r.begin);
         REQUIRE(r.end - r.begin <= (n + chunks - 1) / chunks);
+        if (r.end > r.begin) REQUIRE(nonempty++ == c);  // the non-empty chunks come first
         next = r.end;
       }
       REQUIRE(next == n);
+      REQUIRE(nonempty_chunks(n, chunks) == nonempty);
     }
 }
 
