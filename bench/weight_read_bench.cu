@@ -22,7 +22,7 @@
 #include <random>
 #include <vector>
 
-#include "bench/bulk_copy.cuh"
+#include "megakernel/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/cuda_executor.h"
 #include "megakernel/cuda_handles.h"
@@ -179,8 +179,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_warp_kernel(Problem p) {
   float acc = 0.0f;
   for (uint32_t q = 0; q < pieces; ++q) {
     issue(q + D - 1);
-    while (!mbar_try_wait(smem_address(&bars[w][q % D]), (q / D) & 1u)) {
-    }
+    mbar_wait(smem_address(&bars[w][q % D]), (q / D) & 1u);
     const uint8_t* slot = ring + (q % D) * kSegBytes;
     const uint32_t g = q % segs;
     accumulate_segment(acc, xs, g, slot, lane);
@@ -225,8 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_block_kernel(Problem p) {
   for (uint32_t q = 0; q < D; ++q) issue(q);
   float acc = 0.0f;
   for (uint32_t q = 0; q < stages; ++q) {
-    while (!mbar_try_wait(smem_address(&bars[q % D]), (q / D) & 1u)) {
-    }
+    mbar_wait(smem_address(&bars[q % D]), (q / D) & 1u);
     const uint8_t* slot = ring + (q % D) * kStage + w * kSegBytes;
     const uint32_t g = q % segs;
     accumulate_segment(acc, xs, g, slot, lane);

@@ -35,6 +35,29 @@ struct VulkanTuning {
   uint32_t attn_unroll = 4;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8
 };
 
+// Research knobs of the CUDA executor's persistent kernel; docs/JOURNAL.md has what each
+// measured. None changes a result bit.
+struct MegakernelTuning {
+  uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
+                                // workers = 0 then means this many blocks per SM
+  bool input_cache = true;      // consecutive tasks with the same normalised input compute it once
+  bool merge_release = false;   // static lists: one release-add for consecutive tasks of a stage
+  // Back-off between polls of a counter (16-64 measured 0.4-0.8% faster than 32-256, and
+  // 64-512 2% slower: docs/JOURNAL.md, fourth session).
+  uint32_t first_sleep_ns = 16, max_sleep_ns = 64;
+
+  // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
+  // V rows staged at once; 0 = the defaults (16 KB, 64 KB). Tests shrink them to a few
+  // positions to reach the multi-block paths.
+  uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
+
+  // Shared memory a projection task's weights may take, copied in before its wait (bulk
+  // copies); a task whose weights are larger reads them from global memory. 0 = never. 64 KB
+  // measured best on qwen3-0.6b at positions 1 to 4096 (96 KB slower at 4096; docs/JOURNAL.md,
+  // sixth session); no qwen3-8b task is that small.
+  uint32_t weight_preload_bytes = 64u << 10;
+};
+
 struct ExecutorOptions {
   ExecutorKind kind = ExecutorKind::Threaded;
   uint32_t workers = 0;                    // threads, CUDA blocks or Vulkan workgroups; 0 = the machine's count
@@ -44,6 +67,7 @@ struct ExecutorOptions {
   uint32_t steps_per_launch = 0;           // megakernel: steps one launch may run; 0 = all asked
   int32_t device = -1;                     // vulkan: index in list_vulkan_devices(); -1 = the best usable
   VulkanTuning vulkan = {};
+  MegakernelTuning megakernel = {};
 };
 
 // The best executor this build and machine offer: cuda when a GPU is usable, else threaded.

@@ -16,6 +16,7 @@
 #include "megakernel/per_op.h"
 #include "megakernel/tile_layout.h"
 #include "tasks/counters.h"
+#include "tasks/operands.h"
 #include "tasks/error.h"
 
 namespace spindle {
@@ -89,6 +90,40 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
+// The persistent kernel's shared memory to preload every projection task whose weights take
+// at most `budget` bytes and fit in `limit` behind the task's input; 0 when none does.
+size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
+  size_t bytes = 0;
+  for (const SpTask& t : g.tasks) {
+    if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) continue;
+    const SpView& W = g.views[t.operand[0]];
+    const uint64_t weights = cuda::preload_span_bytes(t.tile_end - t.tile_begin, W.cols, W.row_stride) *
+                             (t.op == SP_OP_GATE_UP ? 2u : 1u);
+    const uint64_t need = cuda::projection_preload_offset(W.cols) + weights;
+    if (weights <= budget && need <= limit) bytes = std::max(bytes, size_t(need));
+  }
+  return bytes;
+}
+
+// Each task's record with its view operands resolved (cuda::StagedTask); slots that hold no
+// view keep their word and a zeroed view.
+std::vector<cuda::StagedTask> staged_tasks(const Graph& g) {
+  std::vector<cuda::StagedTask> staged(g.tasks.size());
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    cuda::StagedTask& s = staged[i];
+    s.t = g.tasks[i];
+    const OpcodeOperands ops = opcode_operands(s.t.op);
+    for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
+      const OperandKind kind = ops.operand[k].kind;
+      s.views[k] = SpView{};
+      if ((kind != OperandKind::View && kind != OperandKind::OptionalView) || s.t.operand[k] == SP_NO_VIEW) continue;
+      s.views[k] = g.views[s.t.operand[k]];
+      s.t.operand[k] = k;
+    }
+  }
+  return staged;
+}
+
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
   DeviceBuffer b(host.size() * sizeof(T), what);
@@ -100,7 +135,7 @@ DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
 
 struct CudaExecutor::Device {
   cuda::DeviceModel model;
-  DeviceBuffer tasks, counters, control, list_begin, list_tasks, trace;
+  DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, trace;
   DeviceBuffer progress;
   std::vector<cuda::Stage> stages;
   cuda::DeviceGraph graph{};
@@ -130,13 +165,14 @@ struct CudaExecutor::Device {
   }
 };
 
-CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt,
-                           const MegakernelTuning& tuning)
-    : Executor(g), opt_(opt), tuning_(tuning) {
+CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
+    : Executor(g), opt_(opt) {
+  const MegakernelTuning& tuning = opt.megakernel;
   check_supported(g);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
   d.tasks = upload(g.tasks, "the task table");
+  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g), "the staged task table");
   d.counters = DeviceBuffer(size_t(g.num_counters()) * sizeof(uint32_t), "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
@@ -156,7 +192,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    mk_smem_ = d.smem;
+    mk_smem_ = std::max(d.smem, preload_smem_bytes(g, tuning.weight_preload_bytes, size_t(smem_limit)));
     const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
     if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
@@ -186,6 +222,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
 
   d.graph = cuda::DeviceGraph{d.model.context(),
                               d.tasks.as<const SpTask>(),
+                              d.staged.as<const cuda::StagedTask>(),
                               uint32_t(g.tasks.size()),
                               uint32_t(g.arenas.size()),
                               score_positions,
@@ -213,13 +250,16 @@ std::string CudaExecutor::describe() const {
   if (opt_.cuda_mode != CudaMode::Megakernel)
     return std::string("cuda ") + cuda_mode_name(opt_.cuda_mode) + " (" + std::to_string(dev_->stages.size()) +
            " launches per step)" + on;
+  const MegakernelTuning& t = opt_.megakernel;
   std::string knobs;
-  if (tuning_.blocks_per_sm != 1) knobs += ", " + std::to_string(tuning_.blocks_per_sm) + " blocks/SM";
-  if (!tuning_.input_cache) knobs += ", no input cache";
-  if (!tuning_.merge_release) knobs += ", release per task";
+  if (t.blocks_per_sm != 1) knobs += ", " + std::to_string(t.blocks_per_sm) + " blocks/SM";
+  if (!t.input_cache) knobs += ", no input cache";
+  if (!t.merge_release) knobs += ", release per task";
   const MegakernelTuning defaults;
-  if (tuning_.first_sleep_ns != defaults.first_sleep_ns || tuning_.max_sleep_ns != defaults.max_sleep_ns)
-    knobs += ", sleep " + std::to_string(tuning_.first_sleep_ns) + "-" + std::to_string(tuning_.max_sleep_ns) + " ns";
+  if (t.first_sleep_ns != defaults.first_sleep_ns || t.max_sleep_ns != defaults.max_sleep_ns)
+    knobs += ", sleep " + std::to_string(t.first_sleep_ns) + "-" + std::to_string(t.max_sleep_ns) + " ns";
+  knobs += t.weight_preload_bytes ? ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes"
+                                  : ", no weight preload";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }
@@ -258,11 +298,13 @@ void CudaExecutor::run_on_device(uint32_t steps) {
       launch.first_step = steps_done_ + done;
       launch.steps = std::min(per_launch, steps - done);
       launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
-      launch.input_cache = tuning_.input_cache;
-      launch.merge_release = tuning_.merge_release;
-      launch.first_sleep_ns = tuning_.first_sleep_ns;
-      launch.max_sleep_ns = std::max(tuning_.first_sleep_ns, tuning_.max_sleep_ns);
-      cuda::launch_megakernel(d.graph, tuning_.blocks_per_sm, blocks_, mk_smem_, launch, d.stream.get());
+      launch.input_cache = opt_.megakernel.input_cache;
+      launch.merge_release = opt_.megakernel.merge_release;
+      launch.first_sleep_ns = opt_.megakernel.first_sleep_ns;
+      launch.max_sleep_ns = std::max(opt_.megakernel.first_sleep_ns, opt_.megakernel.max_sleep_ns);
+      launch.preload_bytes = opt_.megakernel.weight_preload_bytes;
+      launch.smem_bytes = uint32_t(mk_smem_);
+      cuda::launch_megakernel(d.graph, opt_.megakernel.blocks_per_sm, blocks_, mk_smem_, launch, d.stream.get());
     }
   } else {
     for (uint32_t s = 0; s < steps; ++s) {

@@ -12,27 +12,11 @@
 
 namespace spindle {
 
-// Research knobs of the persistent kernel; docs/JOURNAL.md has what each measured.
-struct MegakernelTuning {
-  uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
-                                // workers = 0 then means this many blocks per SM
-  bool input_cache = true;      // consecutive tasks with the same normalised input compute it once
-  bool merge_release = false;   // static lists: one release-add for consecutive tasks of a stage
-  // Back-off between polls of a counter (16-64 measured 0.4-0.8% faster than 32-256, and
-  // 64-512 2% slower: docs/JOURNAL.md, fourth session).
-  uint32_t first_sleep_ns = 16, max_sleep_ns = 64;
-
-  // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
-  // V rows staged at once; 0 = the defaults (16 KB, 64 KB). Tests shrink them to a few
-  // positions to reach the multi-block paths.
-  uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
-};
-
 class CudaExecutor final : public Executor {
  public:
   // Throws spindle::Error when the graph uses something the device tiles do not support, the
   // weights do not match it, or the device runs out of memory (naming the bytes and arena).
-  CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt, const MegakernelTuning& tuning = {});
+  CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
   ~CudaExecutor() override;
 
   // Uploads the STATE arena, runs, reads STATE and the logits back. Throws spindle::Error
@@ -54,7 +38,6 @@ class CudaExecutor final : public Executor {
   std::string blocks_report() const;
 
   ExecutorOptions opt_;
-  MegakernelTuning tuning_;
   std::unique_ptr<Device> dev_;
   uint32_t blocks_ = 0;
   size_t mk_smem_ = 0;

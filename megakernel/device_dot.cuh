@@ -12,13 +12,16 @@
 namespace spindle::cuda {
 
 // Where an operand lives, which decides how it is read:
-//  Weight: read-only for the whole launch (weight matrices, embedding rows): the non-coherent path
-//          without L1 allocation, since it streams through once.
+//  Weight: read-only for the whole launch (weight matrices, embedding rows), streamed through
+//          once, so without L1 allocation; by generic loads, so that the same code reads a
+//          projection's rows from global memory or from the persistent kernel's preloaded copy
+//          in shared memory.
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
 //  Resident: read-only and small, read by every block at every layer or step (norm weights,
-//          the RoPE table): kept in L2 with an evict-last policy, since the streamed weights
-//          would evict them between two uses and each block would wait on HBM for them.
+//          the RoPE table, task records and views): kept in L2 with an evict-last policy, since
+//          the streamed weights would evict them between two uses and each block would wait on
+//          HBM for them.
 //  Shared: this block's shared memory.
 enum class Src { Weight, Data, Resident, Shared };
 
@@ -32,7 +35,7 @@ template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
   if constexpr (S == Src::Weight) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm("ld.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
     return v;
@@ -51,13 +54,23 @@ __device__ __forceinline__ uint4 load16(const void* p) {
 
 template <Src S>
 __device__ __forceinline__ bf16 load_bf16(const bf16* p) {
-  if constexpr (S == Src::Weight) return __ldg(reinterpret_cast<const unsigned short*>(p));
-  else if constexpr (S == Src::Resident) {
+  if constexpr (S == Src::Weight) {
+    unsigned short v;
+    asm("ld.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+  } else if constexpr (S == Src::Resident) {
     unsigned short v;
     asm("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_evict_last()));
     return v;
   } else if constexpr (S == Src::Data) return __ldcg(reinterpret_cast<const unsigned short*>(p));
   else return *p;
+}
+
+// A read-only word kept in L2 like Src::Resident (the persistent kernel's task records).
+__device__ __forceinline__ uint32_t load_resident(const uint32_t* p) {
+  uint32_t v;
+  asm("ld.global.nc.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_evict_last()));
+  return v;
 }
 
 // Step state, partials, logits: values other tasks of this launch wrote.

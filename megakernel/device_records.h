@@ -55,9 +55,18 @@ struct RunControl {
 // the same counter and does not wait on it: the block may release both with one add.
 constexpr uint32_t kListSameSignal = 0x80000000u;
 
+// A task's record with its view operands renumbered 0..7 and those views beside it, as the
+// host prepares them once (staged_tasks in cuda_executor.cpp): the persistent kernel copies one
+// to shared memory in a single round trip, and the tiles read everything from there.
+struct StagedTask {
+  SpTask t;
+  SpView views[SP_TASK_OPERANDS];
+};
+
 struct DeviceGraph {
   TileContext ctx;
   const SpTask* tasks;
+  const StagedTask* staged;  // the same tasks, staged (persistent kernel)
   uint32_t n_tasks;
   uint32_t n_arenas;
   uint32_t attn_positions;     // positions per attention score block in shared memory

@@ -1,5 +1,6 @@
 #include "megakernel/megakernel.h"
 
+#include "megakernel/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_failure.cuh"
@@ -19,14 +20,17 @@ struct Claimed {
 
 // Thread 0's state from task to task.
 struct Dispatcher {
-  unsigned long long next_static;  // static-list entries claimed so far
-  unsigned long long claim;
   unsigned long long start_ns, wait_ns;
-  uint32_t seen_counter, seen_target;  // the last wait target reached
-  uint32_t pending, pending_counter;   // releases held for the next task
+  uint32_t known_counter, known_value;  // a value of one counter this block has acquired
+  uint32_t pending, pending_counter;    // releases held for the next task
+  // The run control's, read once: the control block is global memory, and every acquire
+  // empties the L1, so each read would be another round trip on the way to the next task.
+  DeviceTrace* trace;
+  uint32_t* progress;
+  uint32_t step_base;
 };
 
-// Thread 0. `next_static` counts the block's static-list entries claimed so far.
+// Thread 32 (the claimer). `next_static` counts the block's static-list entries claimed so far.
 __device__ uint64_t claim_task(const DeviceGraph& g, unsigned long long& next_static) {
   if (g.list_begin) return next_static++;
   return atomicAdd(&g.control->ticket, 1ull);
@@ -44,15 +48,27 @@ __device__ Claimed decode_claim(const DeviceGraph& g, const MegakernelLaunch& l,
   return {true, (entry & kListSameSignal) != 0, entry & ~kListSameSignal, l.first_step + uint32_t(claim / len)};
 }
 
+// Thread 32: the block's next task, or an invalid one once the launch's tasks are all claimed
+// or the run was aborted. It runs while thread 0 releases the last task, so the two round
+// trips overlap.
+__device__ Claimed claim_next(const DeviceGraph& g, const MegakernelLaunch& l, unsigned long long& next_static) {
+  const uint64_t claim = claim_task(g, next_static);
+  const bool aborted = run_aborted(g.control);
+  Claimed c = decode_claim(g, l, claim);
+  if (aborted) c.valid = false;
+  return c;
+}
+
 // Thread 0: waits until the task's counter reaches its target for `step` (acquire), backing
-// off with __nanosleep. A target this thread has already seen reached needs no new load:
-// counters only grow, and its acquire already ordered what follows. False when the run was
+// off with __nanosleep. A value this block has already acquired (by a wait, or by the
+// acquire-release add of its own last signal) that reaches the target needs no new load:
+// counters only grow, and that acquire already ordered what follows. False when the run was
 // aborted or this wait outlived the watchdog, which it then reports.
 __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, const SpTask& t, uint32_t task,
-                              uint32_t step, uint32_t& seen_counter, uint32_t& seen_target) {
+                              uint32_t step, Dispatcher& d) {
   if (t.wait_counter == SP_NO_COUNTER) return true;
   const uint32_t target = sp_wait_target(t, step);
-  if (t.wait_counter == seen_counter && target == seen_target) return true;
+  if (t.wait_counter == d.known_counter && sp_counter_reached(d.known_value, target)) return true;
   DeviceAtomic counter(g.counters[t.wait_counter]);
   uint32_t value = counter.load(kAcquire);
   if (!sp_counter_reached(value, target)) {
@@ -68,52 +84,27 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
       }
     }
   }
-  seen_counter = t.wait_counter;
-  seen_target = target;
+  d.known_counter = t.wait_counter;
+  d.known_value = value;
   return true;
 }
 
-// A task's record, with its view operands renumbered 0..7, and those views: what the tiles
-// read, in shared memory, so that after a wait (whose acquire empties the L1) the tile starts
-// without a chain of dependent loads.
-struct StagedTask {
-  SpTask t;
-  SpView views[SP_TASK_OPERANDS];
-};
-
-// The operand words of each opcode that are view ids (tasks/operands.h).
-__device__ __forceinline__ uint32_t view_operand_mask(uint32_t op) {
-  switch (op) {
-    case SP_OP_EMBED: return 0x03u;
-    case SP_OP_GEMV: return 0x5Fu;  // W x norm out residual, argmax (5 is the flags)
-    case SP_OP_GATE_UP: return 0x1Fu;
-    case SP_OP_ATTENTION: return 0xFFu;
-    case SP_OP_SAMPLE: return 0x1Bu;  // logits argmax, forced out (2 is the partial count)
-    default: return 0u;
-  }
-}
-
-// Warp 0 (all lanes): copies task `task` and its operand views into `st`.
+// Warp 0 (all lanes): copies task `task`'s staged record into `st`, all of it in one round
+// trip, read as Resident: each record is read once a step, and the weight stream would evict
+// it from L2 in between.
 __device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st) {
+  constexpr uint32_t kPieces = sizeof(StagedTask) / 16;
+  static_assert(sizeof(StagedTask) % 16 == 0 && kPieces <= 32);
   const uint32_t lane = lane_id();
-  const uint32_t word = lane < SP_TASK_WORDS ? __ldg(reinterpret_cast<const uint32_t*>(g.tasks + task) + lane) : 0u;
-  const uint32_t op = __shfl_sync(0xffffffffu, word, 0);
-  const uint32_t k = lane & 7u;
-  const uint32_t operand = __shfl_sync(0xffffffffu, word, 8 + k);
-  const bool is_view = ((view_operand_mask(op) >> k) & 1u) && operand != SP_NO_VIEW;
-  if (lane < SP_TASK_OPERANDS && is_view) {
-    const uint4* src = reinterpret_cast<const uint4*>(g.ctx.views + operand);
-    uint4* dst = reinterpret_cast<uint4*>(&st.views[lane]);
-    dst[0] = __ldg(src);
-    dst[1] = __ldg(src + 1);
-  }
-  if (lane < SP_TASK_WORDS) reinterpret_cast<uint32_t*>(&st.t)[lane] = lane >= 8 && is_view ? k : word;
+  if (lane < kPieces)
+    reinterpret_cast<uint4*>(&st)[lane] = load16<Src::Resident>(reinterpret_cast<const uint4*>(g.staged + task) + lane);
   __syncwarp();
 }
 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
-// shared memory once. Warp 0 stages the claimed task's record and views; thread 0 waits on
-// the task's counter; then the block runs the tile and thread 0 signals.
+// shared memory once. Warp 0 stages the claimed task's record and views; thread 0 starts the
+// weight preload and waits on the task's counter; then the block runs the tile, and thread 0
+// signals while thread 32 claims the next task.
 template <int MinBlocksPerSm>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -123,67 +114,90 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   __shared__ __align__(16) SpGraphParams s_params;
   __shared__ uint8_t* s_arenas[SP_MAX_ARENAS];
   __shared__ InputKey s_input;
+  __shared__ WeightPreload s_preload;
+  __shared__ __align__(8) uint64_t s_preload_bar;
 
   for (uint32_t i = threadIdx.x; i < g.n_arenas; i += blockDim.x) s_arenas[i] = g.ctx.arenas[i];
   if (threadIdx.x < sizeof(SpGraphParams) / 4)
     reinterpret_cast<uint32_t*>(&s_params)[threadIdx.x] = reinterpret_cast<const uint32_t*>(g.ctx.params)[threadIdx.x];
   const TileContext ctx{&s_params, s_staged.views, s_arenas, g.ctx.state};
-  if (threadIdx.x == 0) s_input.valid = 0;
+  if (threadIdx.x == 0) {
+    s_input.valid = 0;
+    s_preload = {0, smem_address(&s_preload_bar), 0};
+    mbar_init(s_preload.bar, 1);
+    mbar_init_fence();
+  }
   __syncthreads();
 
   // Thread 0's state across tasks lives in shared memory, not in registers: the kernel is at
   // its register limit, and a loop-carried value the compiler spilled to local memory would
   // sit in the L1 that every acquire load invalidates.
   __shared__ Dispatcher s_d;
+  __shared__ unsigned long long s_next_static;  // thread 32's
   if (threadIdx.x == 0) {
-    s_d.next_static = 0;
     s_d.start_ns = s_d.wait_ns = 0;
-    s_d.seen_counter = SP_NO_COUNTER;
-    s_d.seen_target = 0;
+    s_d.known_counter = SP_NO_COUNTER;
+    s_d.known_value = 0;
     s_d.pending = 0;
     s_d.pending_counter = SP_NO_COUNTER;
-    s_d.claim = claim_task(g, s_d.next_static);
+    s_d.trace = g.control->trace;
+    s_d.progress = g.control->progress;
+    s_d.step_base = g.control->step_base;
+  } else if (threadIdx.x == 32) {
+    s_next_static = 0;
+    s_task = claim_next(g, l, s_next_static);
   }
   for (;;) {
-    if (threadIdx.x == 0) {
-      s_task = decode_claim(g, l, s_d.claim);
-      if (run_aborted(g.control)) s_task.valid = false;
-    }
     __syncthreads();
     const Claimed task = s_task;
     if (!task.valid) break;
     if (threadIdx.x < 32) stage_task(g, task.task, s_staged);
     if (threadIdx.x == 0) {
-      uint32_t* progress = g.control->progress;
+      uint32_t* progress = s_d.progress;
       if (progress) {
         progress[4 * blockIdx.x] = task.task;
         progress[4 * blockIdx.x + 1] = task.step;
         progress[4 * blockIdx.x + 2] = 1;
       }
+      if (l.preload_bytes)
+        s_preload.bytes = start_weight_preload(s_staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
       const uint64_t claimed_ns = global_timer_ns();
-      s_ready = wait_for_task(g, l, s_staged.t, task.task, task.step, s_d.seen_counter, s_d.seen_target);
+      s_ready = wait_for_task(g, l, s_staged.t, task.task, task.step, s_d);
       if (progress) progress[4 * blockIdx.x + 2] = 2;
       s_d.start_ns = global_timer_ns();
       s_d.wait_ns = s_d.start_ns - claimed_ns;
     }
     __syncthreads();
-    if (!s_ready) break;
+    if (!s_ready) {
+      if (s_preload.bytes) mbar_wait(s_preload.bar, s_preload.parity);  // no copy outlives the block
+      break;
+    }
     const SpTask& t = s_staged.t;  // read in place: nothing writes it until the next claim
     const TaskSite site{g.control, task.task, task.step};
     const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
-                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step)};
+                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload};
     run_device_task(t, ctx, g, site, smem, &extras);
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {
+      if (s_preload.bytes) {  // every thread has waited for that phase: the next copy completes the next
+        s_preload.parity ^= 1u;
+        s_preload.bytes = 0;
+      }
       ++s_d.pending;
       s_d.pending_counter = t.signal_counter;
       if (!(l.merge_release && task.same_signal)) {  // else the next task of the list signals it too
-        DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
+        // Acquire-release, reading the sum: when this block's add completes the count, its own
+        // next wait on the counter (the usual case for the block that finishes a stage last)
+        // needs no load.
+        const uint32_t before = DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kAcqRel);
+        s_d.known_counter = s_d.pending_counter;
+        s_d.known_value = before + s_d.pending;
         s_d.pending = 0;
       }
-      record_trace(g.control, g.n_tasks, site, s_d.start_ns, s_d.wait_ns);
-      if (g.control->progress) g.control->progress[4 * blockIdx.x + 2] = 3;
-      s_d.claim = claim_task(g, s_d.next_static);
+      record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, s_d.wait_ns);
+      if (s_d.progress) s_d.progress[4 * blockIdx.x + 2] = 3;
+    } else if (threadIdx.x == 32) {
+      s_task = claim_next(g, l, s_next_static);  // every thread has read s_task before the barrier above
     }
   }
   if (threadIdx.x == 0 && s_d.pending) DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);

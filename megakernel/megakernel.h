@@ -17,6 +17,9 @@ struct MegakernelLaunch {
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
   uint32_t first_sleep_ns, max_sleep_ns;  // back-off between polls of a counter
+  uint32_t preload_bytes;  // a projection task's weights up to this size are copied into shared
+                           // memory before its wait (0 = never) ...
+  uint32_t smem_bytes;     // ... when they fit in the launch's dynamic shared memory
 };
 
 // Blocks of the persistent kernel one SM can hold at once with `smem` bytes of dynamic shared

@@ -28,6 +28,14 @@ SP_HDI uint32_t align16(uint32_t bytes) { return (bytes + 15u) & ~15u; }
 SP_HDI uint32_t projection_input_offset() { return kTileScratchBytes; }
 SP_HDI uint32_t projection_norm_offset(uint32_t K) { return kTileScratchBytes + align16(K * 2u); }
 SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offset(K) + align16(K * 2u); }
+// The persistent kernel's copy of a projection task's weight rows (GATE_UP: the gate rows, then
+// the up rows), after the input, from a 128-byte boundary.
+SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_bytes(K) + 127u) & ~127u; }
+// One matrix's rows there: from the first row's start to the last row's end (row i of the
+// task at i * row_stride, as in global memory).
+SP_HDI uint64_t preload_span_bytes(uint32_t rows, uint32_t cols, uint32_t row_stride) {
+  return (uint64_t(rows - 1u) * row_stride + cols) * 2u;
+}
 
 // The merge: per head, room for its non-empty chunks' partial rows (f32) staged from an
 // address rounded down to 16 bytes (3 floats more), then one weight per row.

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "megakernel/bulk_copy.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/argmax.h"
@@ -23,11 +24,81 @@ struct InputKey {
   uint32_t K, counter, target, valid;
 };
 
+// The persistent kernel's copy of a projection task's weight rows into shared memory, started
+// before the task's wait so that the HBM round trips overlap the wait and the input's
+// normalisation (docs/JOURNAL.md, sixth session).
+struct WeightPreload {
+  uint32_t bytes;   // started for the current task; 0: its tile reads global memory
+  uint32_t bar;     // shared address of the mbarrier the copies complete on
+  uint32_t parity;  // of the barrier's phase those copies complete
+};
+
 // What the persistent kernel lends the tiles (nullptr members in the per-op kernels).
 struct TileExtras {
   InputKey* input;       // the block's cached input
   uint32_t wait_counter, wait_target;
+  const WeightPreload* preload;
 };
+
+// A projection task's weights: rows [tile_begin, tile_end) of one matrix (GEMV) or of two
+// (GATE_UP: gate, up) with the same shape; row r of matrix m at first[m] + (r - tile_begin) *
+// row_stride.
+struct ProjectionWeights {
+  const bf16* first[2];
+  uint32_t matrices, K, row_stride;
+
+  // One matrix's rows as one span, from the first row's start to the last row's end.
+  __device__ uint64_t span_bytes(const SpTask& t) const {
+    return preload_span_bytes(t.tile_end - t.tile_begin, K, row_stride);
+  }
+};
+
+// The task's rows in global memory.
+__device__ inline ProjectionWeights projection_weights(const SpTask& t, const TileContext& c) {
+  const SpView& W = c.views[t.operand[0]];
+  const size_t skip = size_t(t.tile_begin) * W.row_stride;
+  const bool gate_up = t.op == SP_OP_GATE_UP;
+  return {{view_data<const bf16>(c, t.operand[0]) + skip, gate_up ? view_data<const bf16>(c, t.operand[1]) + skip : nullptr},
+          gate_up ? 2u : 1u,
+          W.cols,
+          W.row_stride};
+}
+
+// Thread 0 of the persistent kernel, after staging a task and before its wait: starts the bulk
+// copies of a projection task's weight spans to shared memory (projection_preload_offset, one
+// after the other) when they take at most `max_bytes`, end within `smem_bytes` and are
+// 16-byte aligned, as the copy engine needs. Returns the bytes started; 0 (nothing started)
+// for every other task.
+__device__ inline uint32_t start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem,
+                                                uint32_t max_bytes, uint32_t smem_bytes, uint32_t bar) {
+  if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) return 0;
+  const ProjectionWeights pw = projection_weights(t, c);
+  const uint32_t offset = projection_preload_offset(pw.K);
+  const uint64_t span = pw.span_bytes(t), total = pw.matrices * span;
+  if (span % 16u || pw.row_stride % 8u || total > max_bytes || offset + total > smem_bytes) return 0;
+  if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return 0;
+  fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
+  mbar_arrive_expect_tx(bar, uint32_t(total));
+  // Constant indices only: an array indexed at run time would live in local memory, which
+  // every acquire empties from the L1.
+#pragma unroll
+  for (uint32_t m = 0; m < 2; ++m)
+    if (m < pw.matrices) bulk_copy_to_shared(smem_address(smem + offset + m * span), pw.first[m], uint32_t(span), bar);
+  return uint32_t(total);
+}
+
+// Every thread: where the tile reads the task's rows: the preloaded copy in shared memory,
+// once it has landed, or else global memory.
+__device__ inline ProjectionWeights task_weights(const SpTask& t, const TileContext& c, uint8_t* smem,
+                                                 const TileExtras* extras) {
+  ProjectionWeights pw = projection_weights(t, c);
+  if (!extras || !extras->preload || !extras->preload->bytes) return pw;
+  mbar_wait(extras->preload->bar, extras->preload->parity);
+  const bf16* copy = reinterpret_cast<const bf16*>(smem + projection_preload_offset(pw.K));
+  pw.first[0] = copy;
+  if (pw.matrices == 2) pw.first[1] = copy + pw.span_bytes(t) / 2u;
+  return pw;
+}
 
 // The vector a projection multiplies, as bf16 in shared memory: RMSNorm(x) with norm_w, else
 // x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. x and the
@@ -141,12 +212,11 @@ __device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, 
 }
 
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
-  const SpView& W = c.views[t.operand[0]];
-  const uint32_t K = W.cols;
-  const bf16* w = view_data<const bf16>(c, t.operand[0]);
+  const uint32_t K = c.views[t.operand[0]].cols;
   const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
   const bf16* norm_w = t.operand[2] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[2]);
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, norm_w, *c.params, smem, extras);
+  const ProjectionWeights w = task_weights(t, c, smem, extras);  // after the input: a preload overlaps it
   const GemvOut o{view_data<void>(c, t.operand[3]), c.views[t.operand[3]].dtype == SP_F32,
                   t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4])};
   const uint32_t flags = t.operand[5];
@@ -154,7 +224,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
   for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
     const bf16* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = w + size_t(r0 + i * stride) * W.row_stride;
+    for (int i = 0; i < R; ++i) rows[i] = w.first[0] + size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
     float dots[R];
     warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, K, dots);
     if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
@@ -167,19 +237,17 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
 }
 
 __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
-  const SpView& Wg = c.views[t.operand[0]];
-  const uint32_t K = Wg.cols;
-  const bf16* wg = view_data<const bf16>(c, t.operand[0]);
-  const bf16* wu = view_data<const bf16>(c, t.operand[1]);
-  const uint32_t stride = warps_per_block();
+  const uint32_t K = c.views[t.operand[0]].cols, stride = warps_per_block();
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[2]), K, view_data<const bf16>(c, t.operand[3]),
                                    *c.params, smem, extras);
+  const ProjectionWeights w = task_weights(t, c, smem, extras);
   bf16* act = view_data<bf16>(c, t.operand[4]);
   for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
     const bf16* rows[2 * R];  // gate and up row of each output row
     for (int i = 0; i < R; ++i) {
-      rows[2 * i] = wg + size_t(r0 + i * stride) * Wg.row_stride;
-      rows[2 * i + 1] = wu + size_t(r0 + i * stride) * Wg.row_stride;
+      const size_t row = size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
+      rows[2 * i] = w.first[0] + row;
+      rows[2 * i + 1] = w.first[1] + row;
     }
     float dots[2 * R];
     warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, K, dots);

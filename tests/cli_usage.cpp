@@ -87,6 +87,14 @@ TEST_CASE("CLI11 reports malformed options itself") {
   CHECK(r.err_has("--no-such-option"));
 }
 
+TEST_CASE("a weight preload larger than a block's shared memory is refused, naming the range") {
+  CHECK(run_cli("bench --help").out_has("--cuda-preload-kb"));
+  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-preload-kb 228");
+  CHECK(r.status != 0);
+  CHECK(r.err_has("--cuda-preload-kb"));
+  CHECK(r.err_has("not in range 0 to 227"));
+}
+
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   if (spindle::best_executor_kind() == spindle::ExecutorKind::Cuda) {
     CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda").status == 0);

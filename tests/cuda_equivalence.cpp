@@ -16,8 +16,10 @@ using namespace spindle;
 
 namespace {
 
-ExecutorOptions cuda_options(CudaMode mode, ScheduleKind schedule = ScheduleKind::Ticket, uint32_t workers = 0) {
+ExecutorOptions cuda_options(CudaMode mode, ScheduleKind schedule = ScheduleKind::Ticket, uint32_t workers = 0,
+                             const MegakernelTuning& tuning = {}) {
   ExecutorOptions o;
+  o.megakernel = tuning;
   o.kind = ExecutorKind::Cuda;
   o.cuda_mode = mode;
   o.schedule = schedule;
@@ -40,11 +42,21 @@ MegakernelTuning with(auto&& f) {
   return t;
 }
 
-// The tunings the tests run: the default, every other knob changed, and two blocks per SM.
+// The tunings the tests run: the default, every other knob changed, two blocks per SM, and a
+// weight preload that leaves some of tiny's projection tasks reading global memory (its 1-KB
+// tasks preloaded, the 2-KB ones not; the default does that on qwen3-0.6b: gate_up's 96-KB
+// tasks read global memory).
 std::vector<MegakernelTuning> tunings() {
   return {MegakernelTuning{},
-          with([](auto& t) { t.input_cache = false; t.merge_release = true; t.first_sleep_ns = 0; t.max_sleep_ns = 0; }),
-          with([](auto& t) { t.blocks_per_sm = 2; })};
+          with([](auto& t) {
+            t.input_cache = false;
+            t.merge_release = true;
+            t.first_sleep_ns = 0;
+            t.max_sleep_ns = 0;
+            t.weight_preload_bytes = 0;
+          }),
+          with([](auto& t) { t.blocks_per_sm = 2; }),
+          with([](auto& t) { t.weight_preload_bytes = 1024; })};
 }
 
 // Every worker count under every tuning of the persistent kernel.
@@ -54,7 +66,7 @@ void check_megakernel(ScheduleKind schedule) {
   for (const MegakernelTuning& tuning : tunings())
     for (uint32_t workers : {1u, 7u, 66u, 132u}) {
       CAPTURE(workers);
-      CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, schedule, workers), tuning);
+      CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, schedule, workers, tuning));
       CAPTURE(ex.describe());
       check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), tiny_reference());
     }
@@ -106,7 +118,7 @@ TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and
       tuning.attn_score_bytes = score_positions * score_per_position;
       for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
         CAPTURE(cuda_mode_name(mode));
-        CudaExecutor ex(m.graph, m.weights, cuda_options(mode, ScheduleKind::Static), tuning);
+        CudaExecutor ex(m.graph, m.weights, cuda_options(mode, ScheduleKind::Static, 0, tuning));
         check_same(run_decode(ex, m.graph, prompt, 50), expect);
       }
     }
@@ -154,7 +166,7 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
   for (const MegakernelTuning& tuning : tunings())
     for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
       CAPTURE(schedule_kind_name(schedule));
-      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, schedule == ScheduleKind::Static ? 66 : 0), tuning);
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, schedule == ScheduleKind::Static ? 66 : 0, tuning));
       CAPTURE(ex.describe());
       check_same(run_decode(ex, g, prompt, 3), expect);
     }
@@ -177,7 +189,7 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
       tuning.merge_release = merge;
       CAPTURE(merge);
       CAPTURE(schedule_kind_name(schedule));
-      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, 132), tuning);
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, 132, tuning));
       check_same(run_decode(ex, g, prompt, 4), expect);
     }
 }

@@ -50,6 +50,7 @@ ExecutorOptions options(const Variant& v) {
   o.cuda_mode = v.mode;
   o.schedule = v.schedule;
   o.watchdog_ms = 5000;  // a stall costs seconds, and its report names where the blocks were
+  o.megakernel = v.tuning;
   return o;
 }
 
@@ -121,7 +122,7 @@ void time_variants(const std::string& model, uint32_t context, std::initializer_
     if (first) trace_summary(model, g, w);
     for (const Variant& v : variants()) {
       if (!first && v.name != std::string("megakernel static") && v.name != std::string("cuda graph")) continue;
-      CudaExecutor ex(g, w, options(v), v.tuning);
+      CudaExecutor ex(g, w, options(v));
       double ms[2];
       std::vector<uint32_t> tokens;
       try {

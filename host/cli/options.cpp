@@ -49,6 +49,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
                  "the per-op kernels)")
       ->capture_default_str();
+  cmd.add_option("--cuda-preload-kb", flags.cuda_preload_kb,
+                 "cuda megakernel only: a projection task whose weights take at most this many KiB copies them "
+                 "into shared memory before its dependency wait (bulk copies); 0 = never")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 227u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -78,6 +83,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.watchdog_ms = flags.watchdog_ms;
   o.device = flags.device;
   o.vulkan = flags.vulkan;
+  o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
   return o;
 }
 

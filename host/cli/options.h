@@ -32,10 +32,11 @@ struct ExecutorFlags {
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
   int32_t device = ExecutorOptions{}.device;
   VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
+  uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --watchdog-ms, --device and the Vulkan
-// shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
+// --executor, --workers, --schedule, --cuda-mode, --cuda-preload-kb, --watchdog-ms, --device
+// and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
 // Throws spindle::Error listing the valid names for an unknown one.

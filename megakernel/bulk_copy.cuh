@@ -1,5 +1,5 @@
-// The bulk-copy engine (cp.async.bulk, completing on an mbarrier in shared memory), as the
-// weight-read benchmark's bulk variants drive it.
+// The bulk-copy engine (cp.async.bulk, completing on an mbarrier in shared memory): the
+// persistent kernel's weight preload and the weight-read benchmark's bulk variants.
 #pragma once
 #include <stdint.h>
 
@@ -28,6 +28,16 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
       : "r"(bar), "r"(parity)
       : "memory");
   return done != 0;
+}
+// Waits (spinning on try_wait) until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+// Orders this thread's earlier shared-memory accesses (and, after a barrier, the block's)
+// before later bulk copies into the same memory: those are another proxy's writes.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 // Copies `bytes` (a multiple of 16) from global src to shared dst; completes on `bar`.
 __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
