@@ -17,6 +17,7 @@
 #include "shaders/spirv.h"
 #include "tasks/counters.h"
 #include "tasks/error.h"
+#include "tasks/operands.h"
 
 namespace spindle {
 namespace {
@@ -105,13 +106,29 @@ uint32_t default_workers(const vk::DeviceTraits& d) {
   return d.compute_units ? d.compute_units : 64;
 }
 
+// The task table the shader reads: each task with its view operands renumbered 0..7 and those
+// views resolved to device addresses beside it (the CUDA kernel's StagedTask, with addresses).
+std::vector<VulkanStagedTask> staged_tasks(const Graph& g, const std::vector<vk::Buffer>& arenas) {
+  std::vector<VulkanStagedTask> staged(g.tasks.size());
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    VulkanStagedTask& s = staged[i];
+    s.task = g.tasks[i];
+    for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t id) {
+      const SpView& v = g.views[id];
+      s.views[k] = VulkanView{arenas[v.arena].address() + sp_view_offset(v), v.rows, v.cols, v.row_stride, v.dtype};
+      s.task.operand[k] = k;
+    });
+  }
+  return staged;
+}
+
 }  // namespace
 
 struct VulkanExecutor::Device {
   vk::Context ctx;
   vk::Commands commands;
   std::vector<vk::Buffer> arenas;  // by arena id
-  vk::Buffer tasks, views, params, arena_table, counters, control, trace;
+  vk::Buffer tasks, params, counters, control, trace;
   vk::Buffer staging, trace_staging, upload_staging;
   std::unique_ptr<vk::ComputePipeline> pipeline;
   // The run staging buffer: state, control block and held claims, counters, logits.
@@ -176,14 +193,11 @@ struct VulkanExecutor::Device {
     upload_staging = vk::Buffer();
   }
 
-  // The tables the shader reads, the counters and the control block with `workers` held slots.
+  // The tables the shader reads (after the arenas: the tasks hold their addresses), the
+  // counters and the control block with `workers` held slots.
   void upload_graph(const Graph& g, uint32_t workers) {
-    std::vector<uint64_t> addresses;
-    for (const vk::Buffer& a : arenas) addresses.push_back(a.address());
-    tasks = upload(g.tasks, "the task table");
-    views = upload(g.views, "the view table");
+    tasks = upload(staged_tasks(g, arenas), "the task table");
     params = upload(std::vector<SpGraphParams>{g.params}, "the graph params");
-    arena_table = upload(addresses, "the arena table");
     counters = zeroed(uint64_t(g.num_counters()) * 4, "the counters");
     control_bytes = sizeof(VulkanControl) + uint64_t(workers) * sizeof(VulkanHeld);
     control = zeroed(control_bytes, "the control block");
@@ -277,8 +291,10 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   shuffle_width_ = shuffle_width(traits, tuning.shuffle_width);
   poll_by_load_ = tuning.poll == VulkanPoll::Device ? !traits.cpu : tuning.poll == VulkanPoll::Load;
   const uint32_t vecs = shared_vecs(g, warps_);
-  // g_vecs, g_red, the warps' argmax partials, the protocol's words and the attention's arrival (shaders/).
-  const uint64_t shared_bytes = uint64_t(vecs) * 16 + uint64_t(warps_) * (kLanes * 4 + 8) + 20;
+  // g_vecs, g_red, the warps' argmax partials, the staged task and params, the protocol's words
+  // and the attention's arrival (shaders/).
+  const uint64_t shared_bytes = uint64_t(vecs) * 16 + uint64_t(warps_) * (kLanes * 4 + 8) + sizeof(VulkanStagedTask) +
+                                sizeof(SpGraphParams) + 20;
   if (shared_bytes > traits.max_shared_bytes)
     throw Error("vulkan executor: the graph's widest tile needs " + std::to_string(shared_bytes) +
                 " bytes of shared memory; a workgroup on " + traits.name + " may have " +
@@ -342,9 +358,9 @@ void VulkanExecutor::run_chunk(uint32_t steps) {
   const auto run_start = Clock::now();
   const uint64_t run_clock = tracing_ ? d.read_clock() : 0;
   if (tracing_ && !trace_epoch_) trace_epoch_ = run_start;
-  VulkanPush push{d.tasks.address(), d.views.address(), d.params.address(), d.arena_table.address(),
+  VulkanPush push{d.tasks.address(), d.params.address(), d.arenas[SP_ARENA_STATE].address(),
                   d.counters.address(), d.control.address(), tracing_ ? d.trace.address() : 0,
-                  n, steps * n, steps_done_, d.budget, kVkModeRun, d.spin_ticks, {}};
+                  n, steps * n, steps_done_, d.budget, kVkModeRun, d.spin_ticks};
   uint8_t* staging = d.staging.mapped();
   std::memcpy(staging, state_arena_.data(), d.state_bytes);
   std::memset(staging + d.control_at, 0, d.control_bytes);

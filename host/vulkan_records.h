@@ -1,9 +1,12 @@
-// Records the Vulkan executor's host code and its shaders share: the push constants of a
-// dispatch, the run's control block, the per-worker held claim, the trace record. Plain
-// 32-bit words and 64-bit buffer device addresses; shaders/gen_isa.cpp turns their layout
-// into the GLSL constants the shaders use, so the two sides cannot drift apart.
+// Records the Vulkan executor's host code and its shaders share: the staged task table, the
+// push constants of a dispatch, the run's control block, the per-worker held claim, the trace
+// record. Plain 32-bit words and 64-bit buffer device addresses; shaders/gen_constants.cpp
+// turns their layout into the GLSL constants the shaders use, so the two sides cannot drift
+// apart.
 #pragma once
 #include <stdint.h>
+
+#include "tasks/task.h"
 
 // What stopped a run on the device (the first failure is kept). The numbers match the CUDA
 // executor's DeviceFailureKind where the meaning is the same.
@@ -28,12 +31,26 @@ enum : uint32_t { kVkNoBudget = 0xFFFFFFFFu };
 // VulkanTraceRecord::sm where the shader cannot read its SM id (no VK_NV_shader_sm_builtins).
 enum : uint32_t { kVkNoSm = 0xFFFFFFFFu };
 
+// An operand view resolved on the host: the device address of its first element.
+struct VulkanView {
+  uint64_t addr;
+  uint32_t rows, cols, row_stride;  // row_stride in elements
+  uint32_t dtype;                   // SpDtype
+};
+
+// A task as the shader reads it: the record with its view operands renumbered 0..7 and those
+// views, resolved, beside it, so that a worker fetches all it needs of a task in one round
+// trip (16-byte pieces, all loads in flight at once).
+struct VulkanStagedTask {
+  SpTask task;
+  VulkanView views[SP_TASK_OPERANDS];
+};
+
 // Push constants of every dispatch of the persistent shader: where everything is.
 struct VulkanPush {
-  uint64_t tasks;       // SpTask[n_tasks]
-  uint64_t views;       // SpView[]
+  uint64_t tasks;       // VulkanStagedTask[n_tasks]
   uint64_t params;      // SpGraphParams
-  uint64_t arenas;      // one u64 base address per arena, by SpView::arena
+  uint64_t state;       // the STATE arena (tasks/step_state.h)
   uint64_t counters;    // u32 per counter, never reset
   uint64_t control;     // VulkanControl, then one VulkanHeld per worker
   uint64_t trace;       // VulkanTraceRecord per ticket of the run, or 0: no trace
@@ -43,7 +60,6 @@ struct VulkanPush {
   uint32_t budget;      // loop back-edges one invocation may take in one dispatch, or kVkNoBudget
   uint32_t mode;        // VulkanMode
   uint32_t spin_ticks;  // shader clock ticks (in its low 32 bits) a wait may last in one dispatch; 0 = no bound
-  uint32_t reserved[2];
 };
 
 // The run's shared state; reset by the host before a run, kept across its dispatches.
@@ -71,7 +87,9 @@ struct VulkanTraceRecord {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(VulkanPush) == 88, "VulkanPush is 22 words");
+static_assert(sizeof(VulkanView) == 24, "VulkanView is 6 words");
+static_assert(sizeof(VulkanStagedTask) == 256, "VulkanStagedTask is 16 pieces of 16 bytes");
+static_assert(sizeof(VulkanPush) == 72, "VulkanPush is 18 words");
 static_assert(sizeof(VulkanPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 static_assert(sizeof(VulkanControl) == 64, "VulkanControl is 16 words");
 static_assert(sizeof(VulkanHeld) == 8, "VulkanHeld is 2 words");

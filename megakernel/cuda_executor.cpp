@@ -112,14 +112,10 @@ std::vector<cuda::StagedTask> staged_tasks(const Graph& g) {
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     cuda::StagedTask& s = staged[i];
     s.t = g.tasks[i];
-    const OpcodeOperands ops = opcode_operands(s.t.op);
-    for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
-      const OperandKind kind = ops.operand[k].kind;
-      s.views[k] = SpView{};
-      if ((kind != OperandKind::View && kind != OperandKind::OptionalView) || s.t.operand[k] == SP_NO_VIEW) continue;
-      s.views[k] = g.views[s.t.operand[k]];
+    for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t v) {
+      s.views[k] = g.views[v];
       s.t.operand[k] = k;
-    }
+    });
   }
   return staged;
 }

@@ -53,7 +53,6 @@ int main(int argc, char** argv) {
   define("SP_F32", SP_F32);
   define("SP_U32", SP_U32);
   define("SP_NORM_ZERO_CENTRED", SP_NORM_ZERO_CENTRED);
-  define("SP_ARENA_STATE", SP_ARENA_STATE);
   define("SP_STATE_FORCED_OFFSET", SP_STATE_FORCED_OFFSET);
 
   define("SP_TASK_WORDS", sizeof(SpTask) / 4);
@@ -67,15 +66,16 @@ int main(int argc, char** argv) {
   WORD("SP_TASK_", SpTask, signal_counter);
   WORD("SP_TASK_", SpTask, operand);
 
-  define("SP_VIEW_WORDS", sizeof(SpView) / 4);
-  WORD("SP_VIEW_", SpView, arena);
-  WORD("SP_VIEW_", SpView, dtype);
-  WORD("SP_VIEW_", SpView, offset_lo);
-  WORD("SP_VIEW_", SpView, offset_hi);
-  WORD("SP_VIEW_", SpView, rows);
-  WORD("SP_VIEW_", SpView, cols);
-  WORD("SP_VIEW_", SpView, row_stride);
+  define("SP_STAGED_VECS", sizeof(VulkanStagedTask) / 16);
+  WORD("SP_STAGED_", VulkanStagedTask, views);
+  define("SP_VKVIEW_WORDS", sizeof(VulkanView) / 4);
+  WORD("SP_VKVIEW_", VulkanView, addr);
+  WORD("SP_VKVIEW_", VulkanView, rows);
+  WORD("SP_VKVIEW_", VulkanView, cols);
+  WORD("SP_VKVIEW_", VulkanView, row_stride);
+  WORD("SP_VKVIEW_", VulkanView, dtype);
 
+  define("SP_PARAMS_VECS", sizeof(SpGraphParams) / 16);
   WORD("SP_PARAMS_", SpGraphParams, hidden);
   WORD("SP_PARAMS_", SpGraphParams, n_heads);
   WORD("SP_PARAMS_", SpGraphParams, n_kv_heads);
@@ -94,9 +94,8 @@ int main(int argc, char** argv) {
   WORD("SP_STATE_", SpStepState, forced_count);
 
   BYTE("SP_PUSH_", VulkanPush, tasks);
-  BYTE("SP_PUSH_", VulkanPush, views);
   BYTE("SP_PUSH_", VulkanPush, params);
-  BYTE("SP_PUSH_", VulkanPush, arenas);
+  BYTE("SP_PUSH_", VulkanPush, state);
   BYTE("SP_PUSH_", VulkanPush, counters);
   BYTE("SP_PUSH_", VulkanPush, control);
   BYTE("SP_PUSH_", VulkanPush, trace);

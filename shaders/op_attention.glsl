@@ -187,11 +187,11 @@ void write_empty_partials(View partials, uint kv, uint c, uint group, uint chunk
 }
 
 // Counts the tile in on the group's arrivals word (ops/attention.h arrive_last): true, in every
-// invocation, for the step's last tile of the group, which resets the count. Relaxed atomics
+// invocation, for the step's last tile of the group, which resets the count. A relaxed atomic
 // between device-scope barriers, as the protocol's counters (protocol.glsl: lavapipe breaks
 // atomics with memory semantics in divergent control flow): the first releases every
-// invocation's partials, the second acquires the other tiles' for the merge. Call in uniform
-// control flow.
+// invocation's partials; the second, only in the last tile (the others read nothing more of
+// the group), acquires the other tiles' for the merge. Call in uniform control flow.
 bool arrived_last(uint64_t arrivals, uint kv, uint chunks) {
   sync_buffers();
   if (invocation() == 0u) {
@@ -200,8 +200,10 @@ bool arrived_last(uint64_t arrivals, uint kv, uint chunks) {
     if (s_last_arrival != 0u)
       atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
   }
+  sync_shared();
+  if (s_last_arrival == 0u) return false;
   sync_buffers();
-  return s_last_arrival != 0u;
+  return true;
 }
 
 // The group's q heads merged from their chunks' partials into out (ops/attention.h

@@ -84,43 +84,55 @@ void hold(uint ticket, uint value) {
   pc.control.w[held_word() + SP_HELD_value] = value;
 }
 
-// Invocation 0: the worker's next ticket (the one it held, else a new claim), waited for; its
-// task and step go to s_task and s_step. False when the run has no more tickets for it, was
-// aborted, or this dispatch's budget cannot cover the wait or the tile (the ticket is then
-// held for the next dispatch).
-bool claim_and_wait(inout uint used, out uint ticket, out uint64_t claimed_at) {
+// Invocation 0, at a dispatch's start: the ticket it held at the end of the last one, else a
+// new claim. The held slot, the abort flag and the params are read in one round trip.
+void first_ticket(out uint ticket, out bool aborted) {
   const uint held = pc.control.w[held_word() + SP_HELD_ticket_plus_one];
-  const bool aborted = run_aborted();  // read together with the held slot: one round trip
-  if (held != 0u) {
-    ticket = held - 1u;
-    pc.control.w[held_word() + SP_HELD_ticket_plus_one] = 0u;
-  } else {
-    if (aborted) return false;
-    ticket = claim_ticket();
-    if (ticket >= pc.tickets) return false;
-  }
+  aborted = run_aborted();
+  stage_params();
+  if (held != 0u) pc.control.w[held_word() + SP_HELD_ticket_plus_one] = 0u;
+  ticket = held != 0u ? held - 1u : claim_ticket();
+}
+
+// Invocation 0: stages the task of `ticket` (its record, s_task, s_step) and waits for its
+// counter. False when the run has no more tickets for it or was aborted, or when this
+// dispatch's budget cannot cover the wait or the tile (the ticket is then held for the next
+// dispatch). {known_counter, known_value} is a value of one counter that invocation 0 read
+// earlier, by a poll or by its own signal's add: counters only grow, so a known value that
+// reaches the target needs no poll (the case of the worker that completed the stage it now
+// waits for), and the acquire barrier after the wait orders what it counts, since an atomic
+// read of the counter precedes that barrier either way.
+bool stage_and_wait(uint ticket, bool aborted, inout uint used, inout uint known_counter, inout uint known_value,
+                    out uint64_t claimed_at) {
+  if (aborted || ticket >= pc.tickets) return false;
   claimed_at = tracing() ? clockRealtimeEXT() : 0ul;
   const uint task = ticket % pc.n_tasks, step = pc.first_step + ticket / pc.n_tasks;
   s_task = task;
   s_step = step;
-  const Task t = load_task(task);
+  stage_task(task);
+  const Task t = staged_task();
   uint value = 0u;
   if (t.wait_counter != SP_NO_COUNTER) {
     const uint target = wait_target(t, step);
-    const uint64_t start = clockRealtimeEXT();
-    value = poll_counter(t.wait_counter);
-    while (!counter_reached(value, target)) {
-      used += LOOP_COST_SCALE;
-      if (used >= pc.budget || run_aborted() ||
-          (pc.spin_ticks != 0u && uint(clockRealtimeEXT()) - uint(start) > pc.spin_ticks)) {
-        hold(ticket, value);
-        return false;
-      }
-      [[unroll]] for (uint i = 0u; i < POLLS_PER_ROUND; ++i) {
-        value = poll_counter(t.wait_counter);
-        if (counter_reached(value, target)) break;
-      }
+    const bool known = t.wait_counter == known_counter && counter_reached(known_value, target);
+    value = known ? known_value : poll_counter(t.wait_counter);
+    if (!counter_reached(value, target)) {
+      const uint64_t start = clockRealtimeEXT();
+      do {
+        used += LOOP_COST_SCALE;
+        if (used >= pc.budget || run_aborted() ||
+            (pc.spin_ticks != 0u && uint(clockRealtimeEXT()) - uint(start) > pc.spin_ticks)) {
+          hold(ticket, value);
+          return false;
+        }
+        [[unroll]] for (uint i = 0u; i < POLLS_PER_ROUND; ++i) {
+          value = poll_counter(t.wait_counter);
+          if (counter_reached(value, target)) break;
+        }
+      } while (!counter_reached(value, target));
     }
+    known_counter = t.wait_counter;
+    known_value = value;
   }
   // Without a budget (GPUs) the task's cost is of no use: its reads are skipped.
   const uint cost = pc.budget == SP_NO_BUDGET ? 0u : TASK_LOOP_OVERHEAD + LOOP_COST_SCALE * task_cost(t);
@@ -172,21 +184,29 @@ void main() {
     }
     return;
   }
-  uint used = 0u, ticket = 0u;  // invocation 0's
+  // Invocation 0's, from task to task.
+  uint used = 0u, ticket = 0u, known_counter = SP_NO_COUNTER, known_value = 0u;
+  bool aborted = false;
   uint64_t claimed_at = 0ul, started_at = 0ul;
+  if (invocation() == 0u) first_ticket(ticket, aborted);
   for (;;) {
     if (invocation() == 0u) {
-      s_run = claim_and_wait(used, ticket, claimed_at) ? 1u : 0u;
+      s_run = stage_and_wait(ticket, aborted, used, known_counter, known_value, claimed_at) ? 1u : 0u;
       started_at = tracing() ? clockRealtimeEXT() : 0ul;
     }
     sync_buffers();  // acquire: the waited-for tasks' writes are visible to every invocation
     if (s_run == 0u) break;
-    const Task t = load_task(s_task);
+    const Task t = staged_task();
     run_task(t);
     sync_buffers();  // release: every invocation's writes come before the signal
     if (invocation() == 0u) {
-      signal_counter(t.signal_counter);
       if (tracing()) write_trace(ticket, claimed_at, started_at);
+      // Relaxed atomics with no order among them, none waiting for another's result: the
+      // signal, the next claim and the abort flag take one round trip together.
+      known_counter = t.signal_counter;
+      known_value = signal_counter(t.signal_counter);
+      ticket = claim_ticket();
+      aborted = run_aborted();
     }
   }
   check_loop_limit();

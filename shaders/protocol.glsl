@@ -9,18 +9,38 @@ struct Task {
   uint operand[8];
 };
 
-Task load_task(uint index) {
-  const uint b = index * SP_TASK_WORDS;
+// The record of the workgroup's task (VulkanStagedTask), staged in shared memory by
+// invocation 0 before the barrier that starts the tile.
+shared uvec4 s_record[SP_STAGED_VECS];
+
+// Invocation 0: every piece's load is issued before the first is stored, one round trip.
+void stage_task(uint task) {
+  uvec4 pieces[SP_STAGED_VECS];
+  [[unroll]] for (uint i = 0u; i < SP_STAGED_VECS; ++i) pieces[i] = pc.tasks.v[task * SP_STAGED_VECS + i];
+  [[unroll]] for (uint i = 0u; i < SP_STAGED_VECS; ++i) s_record[i] = pieces[i];
+}
+
+uint record_word(uint w) { return s_record[w / 4u][w % 4u]; }
+
+Task staged_task() {
   Task t;
-  t.op = pc.tasks.w[b + SP_TASK_op];
-  t.tile_begin = pc.tasks.w[b + SP_TASK_tile_begin];
-  t.tile_end = pc.tasks.w[b + SP_TASK_tile_end];
-  t.wait_counter = pc.tasks.w[b + SP_TASK_wait_counter];
-  t.wait_count = pc.tasks.w[b + SP_TASK_wait_count];
-  t.wait_mode = pc.tasks.w[b + SP_TASK_wait_mode];
-  t.signal_counter = pc.tasks.w[b + SP_TASK_signal_counter];
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) t.operand[i] = pc.tasks.w[b + SP_TASK_operand + i];
+  t.op = record_word(SP_TASK_op);
+  t.tile_begin = record_word(SP_TASK_tile_begin);
+  t.tile_end = record_word(SP_TASK_tile_end);
+  t.wait_counter = record_word(SP_TASK_wait_counter);
+  t.wait_count = record_word(SP_TASK_wait_count);
+  t.wait_mode = record_word(SP_TASK_wait_mode);
+  t.signal_counter = record_word(SP_TASK_signal_counter);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) t.operand[i] = record_word(SP_TASK_operand + i);
   return t;
+}
+
+// Operand view v of the staged task (the host renumbers a task's view operands to 0..7).
+View load_view(uint v) {
+  const uint b = SP_STAGED_views + v * SP_VKVIEW_WORDS;
+  const uint64_t addr = uint64_t(record_word(b + SP_VKVIEW_addr)) | (uint64_t(record_word(b + SP_VKVIEW_addr + 1u)) << 32);
+  return View(addr, record_word(b + SP_VKVIEW_rows), record_word(b + SP_VKVIEW_cols),
+              record_word(b + SP_VKVIEW_row_stride), record_word(b + SP_VKVIEW_dtype));
 }
 
 // tasks/counters.h: the value the counter must reach for `step`, compared modulo 2^32.
@@ -49,7 +69,8 @@ uint poll_word(Words words, uint i) {
 }
 
 uint poll_counter(uint c) { return poll_word(pc.counters, c); }
-void signal_counter(uint c) { atomicAdd(pc.counters.w[c], 1u); }
+// Returns the counter's value after this signal (persistent.comp's known value).
+uint signal_counter(uint c) { return atomicAdd(pc.counters.w[c], 1u) + 1u; }
 uint claim_ticket() { return atomicAdd(pc.control.w[SP_CONTROL_ticket], 1u); }
 bool run_aborted() { return poll_word(pc.control, SP_CONTROL_abort) != 0u; }
 

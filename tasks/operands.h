@@ -47,4 +47,15 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
   }
 }
 
+// Calls f(k, view id) for each operand slot k of `t` that holds a view.
+template <class F>
+void for_each_view_operand(const SpTask& t, F&& f) {
+  const OpcodeOperands ops = opcode_operands(t.op);
+  for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
+    const OperandKind kind = ops.operand[k].kind;
+    if ((kind == OperandKind::View || kind == OperandKind::OptionalView) && t.operand[k] != SP_NO_VIEW)
+      f(k, t.operand[k]);
+  }
+}
+
 }  // namespace spindle

@@ -41,12 +41,7 @@ template <class F>
 void for_each_view_operand(const Graph& g, F&& f) {
   for (const SpTask& t : g.tasks) {
     const OpcodeOperands ops = opcode_operands(t.op);
-    for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
-      const OperandInfo& info = ops.operand[k];
-      if ((info.kind == OperandKind::View || info.kind == OperandKind::OptionalView) &&
-          t.operand[k] != SP_NO_VIEW)
-        f(t, info, t.operand[k]);
-    }
+    spindle::for_each_view_operand(t, [&](uint32_t k, uint32_t v) { f(t, ops.operand[k], v); });
   }
 }
 
