@@ -167,8 +167,8 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   check_supported(g);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
-  d.tasks = upload(g.tasks, "the task table");
   if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g), "the staged task table");
+  else d.tasks = upload(g.tasks, "the task table");
   d.counters = DeviceBuffer(size_t(g.num_counters()) * sizeof(uint32_t), "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
@@ -188,7 +188,9 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    mk_smem_ = std::max(d.smem, preload_smem_bytes(g, tuning.weight_preload_bytes, size_t(smem_limit)));
+    const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm);
+    preload_smem_ = preload_smem_bytes(g, tuning.weight_preload_bytes, dynamic_limit);
+    mk_smem_ = std::max(d.smem, preload_smem_);
     const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
     if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
@@ -254,8 +256,9 @@ std::string CudaExecutor::describe() const {
   const MegakernelTuning defaults;
   if (t.first_sleep_ns != defaults.first_sleep_ns || t.max_sleep_ns != defaults.max_sleep_ns)
     knobs += ", sleep " + std::to_string(t.first_sleep_ns) + "-" + std::to_string(t.max_sleep_ns) + " ns";
-  knobs += t.weight_preload_bytes ? ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes"
-                                  : ", no weight preload";
+  if (!t.weight_preload_bytes) knobs += ", no weight preload";
+  else if (!preload_smem_) knobs += ", no task's weights within the " + std::to_string(t.weight_preload_bytes) + "-byte preload";
+  else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }

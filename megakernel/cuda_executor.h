@@ -41,6 +41,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<Device> dev_;
   uint32_t blocks_ = 0;
   size_t mk_smem_ = 0;
+  size_t preload_smem_ = 0;  // the dynamic shared memory the weight preloads need; 0: no task qualifies
   std::vector<float> logits_;
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task

@@ -19,7 +19,7 @@ namespace spindle::cuda {
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
 //  Resident: read-only and small, read by every block at every layer or step (norm weights,
-//          the RoPE table, task records and views): kept in L2 with an evict-last policy, since
+//          the RoPE table, staged task records): kept in L2 with an evict-last policy, since
 //          the streamed weights would evict them between two uses and each block would wait on
 //          HBM for them.
 //  Shared: this block's shared memory.
@@ -66,13 +66,6 @@ __device__ __forceinline__ bf16 load_bf16(const bf16* p) {
   else return *p;
 }
 
-// A read-only word kept in L2 like Src::Resident (the persistent kernel's task records).
-__device__ __forceinline__ uint32_t load_resident(const uint32_t* p) {
-  uint32_t v;
-  asm("ld.global.nc.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_evict_last()));
-  return v;
-}
-
 // Step state, partials, logits: values other tasks of this launch wrote.
 __device__ __forceinline__ uint32_t load_data(const uint32_t* p) { return __ldcg(p); }
 __device__ __forceinline__ float load_data(const float* p) { return __ldcg(p); }
@@ -93,6 +86,14 @@ __device__ __forceinline__ void accumulate_bf16x8(float& acc, uint4 a, const flo
   unpack_bf16x8(a, af);
 #pragma unroll
   for (int e = 0; e < kDotVec; ++e) acc = acc + af[e] * b[e];
+}
+
+// `p`, as a value the compiler cannot know before this point (an empty volatile asm, which
+// stays after the volatile asm before it).
+template <class T>
+__device__ __forceinline__ T* opaque(T* p) {
+  asm volatile("" : "+l"(p));
+  return p;
 }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

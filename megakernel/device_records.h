@@ -65,8 +65,8 @@ struct StagedTask {
 
 struct DeviceGraph {
   TileContext ctx;
-  const SpTask* tasks;
-  const StagedTask* staged;  // the same tasks, staged (persistent kernel)
+  const SpTask* tasks;       // per-op kernels (nullptr for the persistent kernel)
+  const StagedTask* staged;  // the same tasks, staged: the persistent kernel's (else nullptr)
   uint32_t n_tasks;
   uint32_t n_arenas;
   uint32_t attn_positions;     // positions per attention score block in shared memory

@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     run_device_task(t, ctx, g, site, smem, &extras);
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {
+      const uint64_t end_ns = global_timer_ns();  // the trace's end: the tile's, not the release's
       if (s_preload.bytes) {  // every thread has waited for that phase: the next copy completes the next
         s_preload.parity ^= 1u;
         s_preload.bytes = 0;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         s_d.known_value = before + s_d.pending;
         s_d.pending = 0;
       }
-      record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, s_d.wait_ns);
+      record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, end_ns, s_d.wait_ns);
       if (s_d.progress) s_d.progress[4 * blockIdx.x + 2] = 3;
     } else if (threadIdx.x == 32) {
       s_task = claim_next(g, l, s_next_static);  // every thread has read s_task before the barrier above
@@ -212,7 +213,18 @@ uint32_t blocks_per_sm(size_t smem) {
   return uint32_t(blocks);
 }
 
+template <int MinBlocksPerSm>
+size_t static_smem() {
+  cudaFuncAttributes attr{};
+  SP_CUDA(cudaFuncGetAttributes(&attr, persistent_kernel<MinBlocksPerSm>));
+  return attr.sharedSizeBytes;
+}
+
 }  // namespace
+
+size_t megakernel_static_smem(uint32_t min_blocks_per_sm) {
+  return min_blocks_per_sm >= 2 ? static_smem<2>() : static_smem<1>();
+}
 
 uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem) {
   return min_blocks_per_sm >= 2 ? blocks_per_sm<2>(smem) : blocks_per_sm<1>(smem);

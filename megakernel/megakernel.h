@@ -27,6 +27,9 @@ struct MegakernelLaunch {
 // SM. Raises that kernel's shared-memory limit to `smem` first.
 uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem);
 
+// The static shared memory of that kernel's build: what a block has beside the dynamic part.
+size_t megakernel_static_smem(uint32_t min_blocks_per_sm);
+
 // The grid must be co-resident for the static schedule (the caller clamps it).
 void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,
                        const MegakernelLaunch& launch, cudaStream_t stream);

@@ -36,10 +36,10 @@ __device__ inline uint32_t sm_id() {
 // Thread 0, after a task: its trace record, when the run traces (`trace` is the run control's
 // and `step_base` its first step).
 __device__ inline void record_trace(DeviceTrace* trace, uint32_t step_base, uint32_t n_tasks, const TaskSite& site,
-                                    uint64_t start_ns, uint64_t wait_ns) {
+                                    uint64_t start_ns, uint64_t end_ns, uint64_t wait_ns) {
   if (!trace) return;
   trace[size_t(site.step - step_base) * n_tasks + site.task] =
-      DeviceTrace{site.step, site.task, sm_id(), 0, start_ns, global_timer_ns(), wait_ns};
+      DeviceTrace{site.step, site.task, sm_id(), 0, start_ns, end_ns, wait_ns};
 }
 
 }  // namespace spindle::cuda

@@ -13,6 +13,7 @@
 #include "ops/context.h"
 #include "ops/gemv.h"
 #include "ops/norm.h"
+#include "tasks/view.h"
 
 namespace spindle::cuda {
 
@@ -76,6 +77,7 @@ __device__ inline uint32_t start_weight_preload(const SpTask& t, const TileConte
   const uint32_t offset = projection_preload_offset(pw.K);
   const uint64_t span = pw.span_bytes(t), total = pw.matrices * span;
   if (span % 16u || pw.row_stride % 8u || total > max_bytes || offset + total > smem_bytes) return 0;
+  if (c.views[t.operand[0]].arena < SP_ARENA_WEIGHTS0) return 0;  // copied before the wait: weights only
   if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return 0;
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
   mbar_arrive_expect_tx(bar, uint32_t(total));
@@ -94,7 +96,9 @@ __device__ inline ProjectionWeights task_weights(const SpTask& t, const TileCont
   ProjectionWeights pw = projection_weights(t, c);
   if (!extras || !extras->preload || !extras->preload->bytes) return pw;
   mbar_wait(extras->preload->bar, extras->preload->parity);
-  const bf16* copy = reinterpret_cast<const bf16*>(smem + projection_preload_offset(pw.K));
+  // The weight loads are plain asm, which the compiler may move anywhere their address is
+  // known: an address it learns only after the wait keeps them after it.
+  const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + projection_preload_offset(pw.K)));
   pw.first[0] = copy;
   if (pw.matrices == 2) pw.first[1] = copy + pw.span_bytes(t) / 2u;
   return pw;

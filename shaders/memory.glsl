@@ -9,8 +9,8 @@
 // buffer_reference blocks, KhronosGroup/glslang#3386: every access was private, and NVIDIA's
 // driver then gave wrong, run-to-run different results.) Weights and the graph's tables are
 // read-only and may be cached: `restrict readonly`, what CUDA's `const __restrict__` is, which
-// lets a compiler read them through the non-coherent path (ld.global.nc, as the CUDA tiles
-// read weights). Nothing writes them while a dispatch runs, so no pointer aliases a write.
+// lets a compiler read them through the non-coherent path (ld.global.nc). Nothing writes
+// them while a dispatch runs, so no pointer aliases a write.
 #ifndef SP_MEMORY_GLSL
 #define SP_MEMORY_GLSL
 

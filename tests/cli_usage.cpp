@@ -87,7 +87,7 @@ TEST_CASE("CLI11 reports malformed options itself") {
   CHECK(r.err_has("--no-such-option"));
 }
 
-TEST_CASE("a weight preload larger than a block's shared memory is refused, naming the range") {
+TEST_CASE("a --cuda-preload-kb above 227 (a block's shared memory on the H200) is refused, naming the range") {
   CHECK(run_cli("bench --help").out_has("--cuda-preload-kb"));
   const CliResult r = run_cli("bench --model synthetic:tiny --cuda-preload-kb 228");
   CHECK(r.status != 0);

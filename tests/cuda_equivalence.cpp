@@ -11,6 +11,7 @@
 #include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
 #include "tests/executors_fixture.h"
+#include "tests/hand_built_models.h"
 
 using namespace spindle;
 
@@ -122,6 +123,17 @@ TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and
         check_same(run_decode(ex, m.graph, prompt, 50), expect);
       }
     }
+}
+
+TEST_CASE("rows of odd length at unaligned addresses: the megakernel (no weight preload possible) and per-op match") {
+  const ModelWeights w = spindle::test::unaligned_model();
+  const Graph g = spindle::test::short_context_graph(w);
+  const std::vector<uint32_t> prompt = {5, 17, 199};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(g, w, cuda_options(mode), prompt, 10), expect);
+  }
 }
 
 TEST_CASE("tiny: one launch of many steps equals one launch per step") {

@@ -41,6 +41,23 @@ TEST_CASE("a graph that never finishes trips the watchdog, and a new executor st
   CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));
 }
 
+TEST_CASE("a projection task that never gets its input trips the watchdog with its weight preload in flight") {
+  const TinyModel& m = tiny_model();
+  Graph broken = m.graph;
+  uint32_t task = 0;
+  while (broken.tasks[task].op != SP_OP_GEMV || broken.tasks[task].wait_counter == SP_NO_COUNTER) ++task;
+  broken.tasks[task].wait_count += 1;
+  ExecutorOptions o = megakernel_options();
+  o.watchdog_ms = 300;
+  REQUIRE(o.megakernel.weight_preload_bytes >= 1024);  // tiny's projection tasks are preloaded
+  auto ex = make_executor(broken, m.weights, o);
+  const std::string msg = error_of([&] { decode(*ex, broken, {1}, 1, {}); });
+  CAPTURE(msg);
+  CHECK(msg.find("watchdog") != std::string::npos);
+  CHECK(msg.find("task " + std::to_string(task) + " (") != std::string::npos);
+  CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));  // still usable
+}
+
 TEST_CASE("tiny: a token outside the vocabulary is an error naming the embedding task") {
   const TinyModel& m = tiny_model();
   auto ex = make_executor(m.graph, m.weights, megakernel_options());
