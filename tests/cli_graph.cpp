@@ -40,6 +40,29 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 
 TEST_CASE("graph dump takes a model or a saved graph, not both") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
+  CHECK(run_cli("graph dump --graph x.sptg --stage-tasks 2").status != 0);
+}
+
+TEST_CASE("graph save and dump build with the tiling options, as run and bench do") {
+  // GEMV and GATE_UP tasks of one dumped graph.
+  const auto projection_tasks = [](const std::string& args) {
+    const CliResult r = run_cli("graph dump --model synthetic:tiny --context 32 " + args);
+    REQUIRE(r.status == 0);
+    const json j = json::parse(r.out);
+    size_t n = 0;
+    for (const json& t : j.at("tasks")) n += t.at("op") == "gemv" || t.at("op") == "gate_up";
+    return n;
+  };
+  const size_t one_per_stage = projection_tasks("--stage-tasks 1");
+  CHECK(projection_tasks("--stage-tasks 4") > one_per_stage);
+  CHECK(projection_tasks("--rows-per-tile 8") > projection_tasks("--stage-tasks 4"));
+
+  ScratchDir dir;
+  const std::string file = (dir.path / "tiled.sptg").string();
+  REQUIRE(run_cli("graph save --model synthetic:tiny --context 32 --stage-tasks 1 --out " + file).status == 0);
+  size_t saved = 0;
+  for (const SpTask& t : spindle::load_graph(file).tasks) saved += t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP;
+  CHECK(saved == one_per_stage);
 }
 
 namespace {

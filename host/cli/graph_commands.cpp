@@ -18,11 +18,12 @@ struct GraphFlags {
   std::string model;
   std::string graph_file;  // dump: a saved graph instead of a model
   uint32_t context = 0;
+  BuildOptions build;      // the tiling options; the context is set from --context
   std::string out;
 };
 
 Graph build_graph(const GraphFlags& f) {
-  BuildOptions build;
+  BuildOptions build = f.build;
   build.context = f.context;
   return std::move(open_session(f.model, build)->graph);
 }
@@ -49,6 +50,7 @@ void save(const GraphFlags& f) {
 void add_build_options(CLI::App& cmd, GraphFlags& f) {
   add_model_option(cmd, f.model);
   add_context_option(cmd, f.context, "the model's max_position_embeddings");
+  add_tiling_options(cmd, f.build);
 }
 
 }  // namespace
@@ -64,7 +66,9 @@ void add_graph_commands(CLI::App& app) {
   dump_cmd->add_option("--graph,-g", d->graph_file,
                        "dump this saved .sptg file instead of building one")
       ->excludes("--model")
-      ->excludes("--context");
+      ->excludes("--context")
+      ->excludes("--stage-tasks")
+      ->excludes("--rows-per-tile");
   dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout");
   dump_cmd->callback([d] { dump(*d); });
 
