@@ -167,7 +167,8 @@ void attention_tile(const AttentionArgs& a, uint32_t tile) {
   }
   std::vector<bf16> q(D);
   for (uint32_t h = g * group; h < (g + 1) * group; ++h) {
-    norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
+    if (r.begin < r.end)  // an empty chunk's partial reads no q
+      norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
     attn_chunk_head<Acc>(q.data(), K, V, stride, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
   }
   if (arrive_last(a.arrivals[g], a.chunks))
