@@ -43,7 +43,7 @@ TEST_CASE("graph dump takes a model or a saved graph, not both") {
   CHECK(run_cli("graph dump --graph x.sptg --stage-tasks 2").status != 0);
 }
 
-TEST_CASE("graph save and dump build with the tiling options, as run and bench do") {
+TEST_CASE("graph save, graph dump and info build with the tiling options") {
   // GEMV and GATE_UP tasks of one dumped graph.
   const auto projection_tasks = [](const std::string& args) {
     const CliResult r = run_cli("graph dump --model synthetic:tiny --context 32 " + args);
@@ -60,9 +60,14 @@ TEST_CASE("graph save and dump build with the tiling options, as run and bench d
   ScratchDir dir;
   const std::string file = (dir.path / "tiled.sptg").string();
   REQUIRE(run_cli("graph save --model synthetic:tiny --context 32 --stage-tasks 1 --out " + file).status == 0);
+  const spindle::Graph g = spindle::load_graph(file);
   size_t saved = 0;
-  for (const SpTask& t : spindle::load_graph(file).tasks) saved += t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP;
+  for (const SpTask& t : g.tasks) saved += t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP;
   CHECK(saved == one_per_stage);
+
+  const CliResult info = run_cli("info --model synthetic:tiny --context 32 --stage-tasks 1 --json");
+  REQUIRE(info.status == 0);
+  CHECK(json::parse(info.out).at("tasks") == g.tasks.size());
 }
 
 namespace {

@@ -11,6 +11,7 @@ void add_generate_options(CLI::App& cmd, GenerateFlags& flags) {
   cmd.add_option("--max-new-tokens,-n", flags.max_new_tokens, "tokens to generate")
       ->capture_default_str();
   add_context_option(cmd, flags.context, "the prompt plus the new tokens");
+  add_tiling_options(cmd, flags.build);
   add_executor_options(cmd, flags.executor);
 }
 
@@ -18,7 +19,7 @@ Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling)
   Generation g;
   g.prompt = parse_token_ids(flags.prompt_ids, "--prompt-ids");
   const ExecutorOptions exec = executor_options(flags.executor);
-  BuildOptions build;
+  BuildOptions build = flags.build;
   build.context = flags.context ? flags.context : uint32_t(g.prompt.size() + flags.max_new_tokens);
   const auto session = open_session(flags.model, build);
   const auto ex = open_executor(*session, exec);

@@ -13,10 +13,11 @@ struct GenerateFlags {
   std::string prompt_ids = "1,2,3,4";
   uint32_t max_new_tokens = 16;
   uint32_t context = 0;
+  BuildOptions build;  // the tiling options; the context is set as generate() says
   ExecutorFlags executor;
 };
 
-// --model, --prompt-ids, --max-new-tokens, --context and the executor options.
+// --model, --prompt-ids, --max-new-tokens, --context, the tiling and the executor options.
 void add_generate_options(CLI::App& cmd, GenerateFlags& flags);
 
 struct Generation {
