@@ -119,6 +119,9 @@ Graph Builder::build() {
   if (opt_.rows_per_tile == 0 && opt_.stage_tasks == 0)
     throw Error("stage_tasks must be at least 1 (or rows_per_tile given)");
   const uint32_t chunks = opt_.attn_chunks ? opt_.attn_chunks : attn_chunks_for_context(ctx, Hkv);
+  if (chunks > ctx)
+    throw Error("attention chunks " + std::to_string(chunks) + " exceed the context's " + std::to_string(ctx) +
+                " positions");
   const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
 
   g_.model = w_.source;

@@ -43,6 +43,29 @@ TEST_CASE("graph dump takes a model or a saved graph, not both") {
   CHECK(run_cli("graph dump --graph x.sptg --stage-tasks 2").status != 0);
 }
 
+TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks than positions are refused") {
+  const auto dump = [](const std::string& args) {
+    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
+  };
+  // Attention tasks of the dumped graph, and its attn_chunks parameter.
+  const auto attention = [&](const std::string& args) {
+    const CliResult r = dump(args);
+    REQUIRE(r.status == 0);
+    const json j = json::parse(r.out);
+    size_t n = 0;
+    for (const json& t : j.at("tasks")) n += t.at("op") == "attention";
+    return std::pair{n, j.at("params").at("attn_chunks").get<uint32_t>()};
+  };
+  const auto [one, one_param] = attention("--attn-chunks 1");
+  const auto [five, five_param] = attention("--attn-chunks 5");
+  CHECK(one_param == 1);
+  CHECK(five_param == 5);
+  CHECK(five == 5 * one);  // one task per (layer, kv head, chunk)
+  const CliResult r = dump("--attn-chunks 33");
+  CHECK(r.status == 2);
+  CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
+}
+
 TEST_CASE("graph save, graph dump and info build with the tiling options") {
   // GEMV and GATE_UP tasks of one dumped graph.
   const auto projection_tasks = [](const std::string& args) {

@@ -30,6 +30,11 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd.add_option("--attn-chunks", build.attn_chunks,
+                 "tasks each kv head's attention is split into (position ranges of the context; their partials "
+                 "merge in order, so the count is part of the numerics); 0 = about 256 positions each, at most "
+                 "128 tasks in all")
+      ->capture_default_str();
 }
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
