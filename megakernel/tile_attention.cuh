@@ -317,7 +317,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   __syncthreads();
   if (threadIdx.x == 0) {
     DeviceAtomic count(view_data<uint32_t>(c, t.operand[7])[kv_head]);
-    s_last = count.fetch_add(1u, ::cuda::memory_order_acq_rel) + 1u == a.chunks;
+    s_last = count.fetch_add(1u, kAcqRel) + 1u == a.chunks;
     if (s_last) count.store(0u, kRelaxed);
   }
   __syncthreads();
