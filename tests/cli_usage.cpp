@@ -87,12 +87,15 @@ TEST_CASE("CLI11 reports malformed options itself") {
   CHECK(r.err_has("--no-such-option"));
 }
 
-TEST_CASE("a --cuda-preload-kb above 227 (a block's shared memory on the H200) is refused, naming the range") {
-  CHECK(run_cli("bench --help").out_has("--cuda-preload-kb"));
-  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-preload-kb 228");
-  CHECK(r.status != 0);
-  CHECK(r.err_has("--cuda-preload-kb"));
-  CHECK(r.err_has("not in range 0 to 227"));
+TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused, naming the option and range") {
+  for (const std::string option : {"--cuda-preload-kb", "--cuda-attn-kv-kb"}) {
+    CAPTURE(option);
+    CHECK(run_cli("bench --help").out_has(option));
+    const CliResult r = run_cli("bench --model synthetic:tiny " + option + " 228");
+    CHECK(r.status != 0);
+    CHECK(r.err_has(option));
+    CHECK(r.err_has("not in range 0 to 227"));
+  }
 }
 
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {

@@ -27,7 +27,7 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
       ->capture_default_str();
   cmd.add_option("--stage-tasks", build.stage_tasks,
-                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8)")
+                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, of 16 for GATE_UP)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd.add_option("--attn-chunks", build.attn_chunks,
@@ -57,6 +57,12 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--cuda-preload-kb", flags.cuda_preload_kb,
                  "cuda megakernel only: a projection task whose weights take at most this many KiB copies them "
                  "into shared memory before its dependency wait (bulk copies); 0 = never")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 227u));
+  cmd.add_option("--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
+                 "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * head_dim "
+                 "bytes a position): a chunk that fits arrives with its q heads in one round trip, a longer one "
+                 "K then V in parts; 0 = 160, never more than the longest chunk needs")
       ->capture_default_str()
       ->check(CLI::Range(0u, 227u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
@@ -89,6 +95,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.device = flags.device;
   o.vulkan = flags.vulkan;
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
+  o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   return o;
 }
 
