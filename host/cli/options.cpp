@@ -65,6 +65,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "K then V in parts; 0 = 160, never more than the longest chunk needs")
       ->capture_default_str()
       ->check(CLI::Range(0u, 227u));
+  cmd.add_option("--cuda-attn-score-kb", flags.cuda_attn_score_kb,
+                 "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a position "
+                 "and q head of the group); a chunk with more positions is scored twice; 0 = 16")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 227u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -96,6 +101,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.vulkan = flags.vulkan;
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
+  o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
   return o;
 }
 
