@@ -47,7 +47,7 @@ struct MegakernelTuning {
   uint32_t first_sleep_ns = 16, max_sleep_ns = 64;
 
   // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
-  // V rows staged at once; 0 = the defaults (16 KB, 160 KB; never more than the longest chunk
+  // V rows staged at once; 0 = the defaults (32 KB, 160 KB; never more than the longest chunk
   // needs). Tests shrink them to a few positions to reach the multi-block paths.
   uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
 

@@ -26,12 +26,13 @@ using cuda::DeviceBuffer;
 namespace {
 
 // Attention scores of one block of positions stay in shared memory; a longer chunk is scored
-// twice (once for its max, once for its weights) rather than held whole. Its K and V rows are
-// staged in shared memory a tile of positions at a time: 160 KB hold 320 positions at head_dim
-// 128, so the builder's chunks of about 256 positions arrive with the q heads in one round trip
-// (64 KB, two more round trips at those chunks, was 4.4% slower on qwen3-0.6b at position 4096:
-// docs/JOURNAL.md, eighth session).
-constexpr uint32_t kAttnScoreBytes = 16 * 1024;
+// twice (once for its max, once for its weights) rather than held whole. 32 KB hold 2048
+// positions of a group of 4 q heads (qwen3-8b's 1029-position chunks at context 16449, scored
+// twice in 16 KB, ran 23% slower). The chunk's K and V rows are staged in shared memory a tile
+// of positions at a time: 160 KB hold 320 positions at head_dim 128, so the builder's chunks of
+// about 256 positions arrive with the q heads in one round trip (64 KB, two more round trips at
+// those chunks, was 4.4% slower on qwen3-0.6b at position 4096). docs/JOURNAL.md, eighth session.
+constexpr uint32_t kAttnScoreBytes = 32 * 1024;
 constexpr uint32_t kAttnKVBytes = 160 * 1024;
 
 uint32_t longest_chunk(const SpGraphParams& p) { return (p.context + p.attn_chunks - 1) / p.attn_chunks; }

@@ -67,7 +67,7 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
       ->check(CLI::Range(0u, 227u));
   cmd.add_option("--cuda-attn-score-kb", flags.cuda_attn_score_kb,
                  "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a position "
-                 "and q head of the group); a chunk with more positions is scored twice; 0 = 16")
+                 "and q head of the group); a chunk with more positions is scored twice; 0 = 32")
       ->capture_default_str()
       ->check(CLI::Range(0u, 227u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
