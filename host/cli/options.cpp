@@ -27,7 +27,8 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
       ->capture_default_str();
   cmd.add_option("--stage-tasks", build.stage_tasks,
-                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, of 16 for GATE_UP)")
+                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, "
+                 "of 16 for GATE_UP)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd.add_option("--attn-chunks", build.attn_chunks,
@@ -36,6 +37,15 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "128 tasks in all")
       ->capture_default_str();
 }
+
+namespace {
+
+// A size in KiB of a CUDA block's shared memory: at most 227, an H200 block's.
+void add_shared_kib_option(CLI::App& cmd, const std::string& name, uint32_t& kib, const std::string& help) {
+  cmd.add_option(name, kib, help)->capture_default_str()->check(CLI::Range(0u, 227u));
+}
+
+}  // namespace
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--executor,-e", flags.executor,
@@ -54,22 +64,16 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
                  "the per-op kernels)")
       ->capture_default_str();
-  cmd.add_option("--cuda-preload-kb", flags.cuda_preload_kb,
-                 "cuda megakernel only: a projection task whose weights take at most this many KiB copies them "
-                 "into shared memory before its dependency wait (bulk copies); 0 = never")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 227u));
-  cmd.add_option("--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
-                 "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * head_dim "
-                 "bytes a position): a chunk that fits arrives with its q heads in one round trip, a longer one "
-                 "K then V in parts; 0 = 160, never more than the longest chunk needs")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 227u));
-  cmd.add_option("--cuda-attn-score-kb", flags.cuda_attn_score_kb,
-                 "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a position "
-                 "and q head of the group); a chunk with more positions is scored twice; 0 = 32")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 227u));
+  add_shared_kib_option(cmd, "--cuda-preload-kb", flags.cuda_preload_kb,
+                        "cuda megakernel only: a projection task whose weights take at most this many KiB copies "
+                        "them into shared memory before its dependency wait (bulk copies); 0 = never");
+  add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
+                        "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
+                        "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
+                        "a longer one K then V in parts; 0 = 160, never more than the longest chunk needs");
+  add_shared_kib_option(cmd, "--cuda-attn-score-kb", flags.cuda_attn_score_kb,
+                        "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
+                        "position and q head of the group); a chunk with more positions is scored twice; 0 = 32");
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
