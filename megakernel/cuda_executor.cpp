@@ -94,17 +94,16 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
-// The persistent kernel's shared memory to preload every projection task whose weights take
-// at most `budget` bytes and fit in `limit` behind the task's input; 0 when none does.
+// The persistent kernel's shared memory to preload every projection task that
+// preload_end_bytes allows within `budget` and `limit`; 0 when none does.
 size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
     if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) continue;
     const SpView& W = g.views[t.operand[0]];
-    const uint64_t weights = cuda::preload_span_bytes(t.tile_end - t.tile_begin, W.cols, W.row_stride) *
-                             (t.op == SP_OP_GATE_UP ? 2u : 1u);
-    const uint64_t need = cuda::projection_preload_offset(W.cols) + weights;
-    if (weights <= budget && need <= limit) bytes = std::max(bytes, size_t(need));
+    const uint64_t end = cuda::preload_end_bytes(t.op == SP_OP_GATE_UP ? 2u : 1u, t.tile_end - t.tile_begin, W.cols,
+                                                 W.row_stride, budget, limit);
+    bytes = std::max(bytes, size_t(end));
   }
   return bytes;
 }

@@ -36,6 +36,17 @@ SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_
 SP_HDI uint64_t preload_span_bytes(uint32_t rows, uint32_t cols, uint32_t row_stride) {
   return (uint64_t(rows - 1u) * row_stride + cols) * 2u;
 }
+// Where the preload of `matrices` such spans (one after the other from
+// projection_preload_offset) ends: 0 when the copy engine cannot take them (a span not a
+// multiple of 16 bytes, rows not 16-byte aligned to one another), they take more than `budget`
+// bytes, or they end past `limit`. The host sizes the launch's shared memory with it, and the
+// persistent kernel starts only the copies it allows.
+SP_HDI uint64_t preload_end_bytes(uint32_t matrices, uint32_t rows, uint32_t cols, uint32_t row_stride,
+                                  uint64_t budget, uint64_t limit) {
+  const uint64_t span = preload_span_bytes(rows, cols, row_stride), total = matrices * span;
+  const uint64_t end = projection_preload_offset(cols) + total;
+  return span % 16u || row_stride % 8u || total > budget || end > limit ? 0 : end;
+}
 
 // The merge: per head, room for its non-empty chunks' partial rows (f32) staged from an
 // address rounded down to 16 bytes (3 floats more), then one weight per row.

@@ -67,16 +67,18 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
 
 // Thread 0 of the persistent kernel, after staging a task and before its wait: starts the bulk
 // copies of a projection task's weight spans to shared memory (projection_preload_offset, one
-// after the other) when they take at most `max_bytes`, end within `smem_bytes` and are
-// 16-byte aligned, as the copy engine needs. Returns the bytes started; 0 (nothing started)
-// for every other task.
+// after the other) when preload_end_bytes allows them within `max_bytes` and `smem_bytes`, the
+// weights live in a weight arena and their rows start 16-byte aligned, as the copy engine needs.
+// Returns the bytes started; 0 (nothing started) for every other task.
 __device__ inline uint32_t start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem,
                                                 uint32_t max_bytes, uint32_t smem_bytes, uint32_t bar) {
   if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) return 0;
   const ProjectionWeights pw = projection_weights(t, c);
   const uint32_t offset = projection_preload_offset(pw.K);
-  const uint64_t span = pw.span_bytes(t), total = pw.matrices * span;
-  if (span % 16u || pw.row_stride % 8u || total > max_bytes || offset + total > smem_bytes) return 0;
+  const uint64_t end =
+      preload_end_bytes(pw.matrices, t.tile_end - t.tile_begin, pw.K, pw.row_stride, max_bytes, smem_bytes);
+  if (!end) return 0;
+  const uint64_t span = pw.span_bytes(t), total = end - offset;
   if (c.views[t.operand[0]].arena < SP_ARENA_WEIGHTS0) return 0;  // copied before the wait: weights only
   if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return 0;
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
