@@ -10,27 +10,30 @@
 namespace spindle {
 namespace {
 
-void check_ids(const Graph& g, const std::vector<uint32_t>& ids, uint64_t extra, const char* what) {
+void check_ids(const Graph& g, const std::vector<uint32_t>& ids, uint64_t extra, const char* what,
+               uint32_t start_position = 0) {
   if (ids.empty()) throw Error(std::string(what) + " is empty: give at least one token id");
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] >= g.params.vocab)
       throw Error(std::string(what) + " id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                   " is out of range: the vocabulary has " + std::to_string(g.params.vocab) + " tokens");
-  const uint64_t need = ids.size() + extra;
+  const uint64_t steps = ids.size() + extra, need = start_position + steps;
   if (need > g.params.context)
     throw Error(std::string(what) + " of " + std::to_string(ids.size()) + " tokens plus " + std::to_string(extra) +
-                " new tokens needs " + std::to_string(need) + " positions, past the context limit of " +
+                " new tokens" + (start_position ? " from position " + std::to_string(start_position) : "") +
+                " needs " + std::to_string(need) + " positions, past the context limit of " +
                 std::to_string(g.params.context));
-  if (need > g.params.max_steps)
-    throw Error("the run needs " + std::to_string(need) + " steps but the graph holds " +
+  if (steps > g.params.max_steps)
+    throw Error("the run needs " + std::to_string(steps) + " steps but the graph holds " +
                 std::to_string(g.params.max_steps));
 }
 
-// Resets the step state so the next step feeds ids[0] at position 0.
-void start(Executor& ex, const std::vector<uint32_t>& ids, const SamplingOptions& s) {
+// Resets the step state so the next step feeds ids[0] at `position`.
+void start(Executor& ex, const std::vector<uint32_t>& ids, const SamplingOptions& s, uint32_t position = 0) {
   SpStepState& st = ex.state();
   st = SpStepState{};
   st.token = ids[0];
+  st.position = position;
   st.forced_count = uint32_t(ids.size());
   st.seed_lo = uint32_t(s.seed);
   st.seed_hi = uint32_t(s.seed >> 32);
@@ -47,11 +50,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t max_new_tokens,
-                    const SamplingOptions& s) {
-  check_ids(g, prompt, max_new_tokens, "prompt");
+                    const SamplingOptions& s, uint32_t start_position) {
+  check_ids(g, prompt, max_new_tokens, "prompt", start_position);
   if (!(s.temperature >= 0)) throw Error("temperature must be >= 0");
   if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("top-p must be in (0, 1]");
-  start(ex, prompt, s);
+  start(ex, prompt, s, start_position);
   DecodeResult r;
   // Step s feeds token s; the last prompt token's step yields the first new token.
   const uint32_t prefill_steps = uint32_t(prompt.size()) - 1;

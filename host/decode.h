@@ -23,9 +23,11 @@ struct DecodeResult {
 };
 
 // Checks ids against the vocab and the graph's context, then runs the prompt and
-// `max_new_tokens` generation steps. Throws spindle::Error on bad input.
+// `max_new_tokens` generation steps, the prompt's first token at `start_position` (the KV rows
+// before it hold whatever earlier runs wrote, zeros at first: the memory traffic of a prefix
+// of that length, not its values). Throws spindle::Error on bad input.
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt,
-                    uint32_t max_new_tokens, const SamplingOptions& s);
+                    uint32_t max_new_tokens, const SamplingOptions& s, uint32_t start_position = 0);
 
 // Feeds `ids` and returns the logits after each prefix: row t is the distribution after
 // ids[0..t].

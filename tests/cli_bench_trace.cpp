@@ -61,3 +61,17 @@ TEST_CASE("trace export --context builds the graph for that context, and refuses
   CHECK(small.status == 2);
   CHECK(small.err_has("past the context limit of 4"));
 }
+
+TEST_CASE("trace export --position starts the prompt there, the context growing to hold it") {
+  ScratchDir dir;
+  const auto trace = dir.path / "t.json";
+  const CliResult r =
+      run_cli("trace export --model synthetic:tiny -n 2 -p 1,2 -e sequential --position 200 -o " + trace.string());
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err_has("context 204)"));
+  const CliResult past =
+      run_cli("trace export --model synthetic:tiny -n 2 -e sequential --position 200 --context 200 -o " + trace.string());
+  CHECK(past.status == 2);
+  CHECK(past.err_has("from position 200 needs"));
+}

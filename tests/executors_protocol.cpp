@@ -28,6 +28,17 @@ TEST_CASE("decode refuses ids past the vocabulary and runs past the context") {
   CHECK_THROWS_WITH_AS(decode(*ex, m.graph, {1, 2, 3}, 62, {}), doctest::Contains("past the context limit of 64"),
                        Error);
   CHECK_NOTHROW(decode(*ex, m.graph, {1, 2, 3}, 61, {}));
+  CHECK_THROWS_WITH_AS(decode(*ex, m.graph, {1, 2, 3}, 2, {}, 60),
+                       doctest::Contains("from position 60 needs 65 positions, past the context limit of 64"), Error);
+}
+
+TEST_CASE("decode from a start position runs its steps there") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
+  decode(*ex, m.graph, {1, 2, 3}, 4, {}, 57);  // 6 steps (2 prefill, 4 new): the last start the context allows
+  CHECK(ex->state().position == 63);
+  decode(*ex, m.graph, {1, 2, 3}, 4, {});
+  CHECK(ex->state().position == 6);
 }
 
 TEST_CASE("tracing records every task of every step once") {

@@ -28,7 +28,8 @@ struct TraceFlags {
   uint32_t tokens = 4;
   std::string out = "trace.json";
   std::string csv;
-  uint32_t context = 0;  // 0: the prompt plus the new tokens
+  uint32_t position = 0;  // of the prompt's first token
+  uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
   BuildOptions build;    // the tiling options
 };
 
@@ -134,11 +135,11 @@ void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t wo
 void export_trace(const TraceFlags& f) {
   const std::vector<uint32_t> prompt = parse_token_ids(f.prompt_ids, "--prompt-ids");
   BuildOptions build = f.build;
-  build.context = f.context ? f.context : uint32_t(prompt.size()) + f.tokens;
+  build.context = f.context ? f.context : f.position + uint32_t(prompt.size()) + f.tokens;
   const auto session = open_session(f.model, build);
   auto ex = open_executor(*session, executor_options(f.executor));
   ex->set_tracing(true);
-  decode(*ex, session->graph, prompt, f.tokens, {});
+  decode(*ex, session->graph, prompt, f.tokens, {}, f.position);
   const std::vector<TaskTrace>& tr = ex->trace();
   if (tr.empty()) throw Error("the executor recorded no trace");
   write_chrome_trace(session->graph, tr, f.out);
@@ -161,7 +162,12 @@ void add_trace_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens,-n", f->tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")->capture_default_str();
   cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)");
-  add_context_option(*cmd, f->context, "the prompt plus the new tokens (a longer one splits attention into more chunks)");
+  cmd->add_option("--position", f->position,
+                  "position of the prompt's first token; the KV rows before it hold zeros (as in bench --positions): "
+                  "a trace at a long context without decoding up to it")
+      ->capture_default_str();
+  add_context_option(*cmd, f->context,
+                     "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
   add_tiling_options(*cmd, f->build);
   cmd->callback([f] { export_trace(*f); });
 }
