@@ -122,19 +122,14 @@ __device__ inline bool attn_single_stage(const AttnChunkShape& a, uint32_t len) 
 }
 
 // The online-softmax partial {m, l, acc[D]} of each q head of the group (q̂ already in shared
-// memory) over the positions r of the kv head's K and V rows, into its partial row
-// (partial_row(j)). K and V rows are in shared memory (a single stage: already staged by the
-// caller; else staged here, all loads of a stage in flight at once) and every sum runs from
-// there in position order.
+// memory) over the non-empty positions r of the kv head's K and V rows, into its partial row
+// (partial_row(j), in global or, past the tile's own data, shared memory). K and V rows are in
+// shared memory (a single stage: already staged by the caller; else staged here, all loads of a
+// stage in flight at once) and every sum runs from there in position order.
 template <class PartialRow>
 __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange r,
                                            PartialRow partial_row, uint8_t* smem) {
   const uint32_t G = a.group, D = a.D, S = a.score_positions, T = a.kv_positions;
-  if (r.begin == r.end) {
-    for (uint32_t i = threadIdx.x; i < G * (D + 2); i += blockDim.x)
-      partial_row(i / (D + 2))[i % (D + 2)] = i % (D + 2) == 0 ? -INFINITY : 0.0f;
-    return;
-  }
   float* m = reinterpret_cast<float*>(smem);  // [G]
   const bf16* q = reinterpret_cast<const bf16*>(smem + attn_q_offset());
   float* scores = reinterpret_cast<float*>(smem + attn_scores_offset(G, D));
@@ -221,26 +216,32 @@ __device__ inline void stage_floats(const float* src, float* dst, uint32_t n) {
   stage_to_shared<Src::Data>(reinterpret_cast<const bf16*>(src - skew), reinterpret_cast<bf16*>(dst), 2 * (n + skew));
 }
 
-// Merges `heads` q heads' partial rows into out (D values a head; docs/numerics.md, the merge,
-// through the element helpers of ops/attention.h). Only the `used` non-empty chunks' rows are
-// read (an empty chunk adds nothing), all in one round trip; then each head's max, each
-// chunk's weight, and one thread per (head, dim) merges the chunks in chunk order.
-__device__ inline void merge_heads(const float* partials, uint32_t stride, uint32_t chunks, uint32_t used, uint32_t D,
+// The merge's shared memory: head h's rows from rows(h) = base + h * slot + its skew (the
+// float offset, below 16 bytes, that its staged copy keeps; 0 for rows written there), after the
+// tile's scratch (which keeps each head's max), then one weight per row.
+struct MergeArea {
+  float* base;
+  uint32_t slot;
+};
+__device__ inline MergeArea merge_area(uint8_t* smem, uint32_t used, uint32_t stride) {
+  return {reinterpret_cast<float*>(smem + kTileScratchBytes), merge_head_floats(used, stride)};
+}
+
+// Merges `heads` q heads' `used` partial rows (docs/numerics.md, the merge, through the element
+// helpers of ops/attention.h), in shared memory at rows(h), into out (D values a head): each
+// head's max, each chunk's weight, and one thread per (head, dim) merges the chunks in chunk
+// order.
+template <class Rows>
+__device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t stride, uint32_t used, uint32_t D,
                                    uint32_t heads, bf16* out, uint8_t* smem) {
   float* M = reinterpret_cast<float*>(smem);  // [heads] (the host keeps heads * 4 within the scratch)
-  const uint32_t slot = merge_head_floats(used, stride);
-  float* rs = reinterpret_cast<float*>(smem + kTileScratchBytes);
-  float* w = rs + heads * slot;
-  auto src = [&](uint32_t h) { return partials + size_t(h) * chunks * stride; };
-  auto rows = [&](uint32_t h) { return rs + h * slot + skew16(src(h)); };
-  for (uint32_t h = 0; h < heads; ++h) stage_floats(src(h), rs + h * slot, used * stride);
-  cp_async_wait_all();
-  __syncthreads();
+  float* w = area.base + heads * area.slot;
+  __syncthreads();  // the rows are in place
   for (uint32_t h = threadIdx.x; h < heads; h += blockDim.x) M[h] = attn_merge_max<float>(rows(h), stride, used);
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < heads * used; i += blockDim.x) {
     const float* row = rows(i / used) + (i % used) * stride;
-    w[i] = attn_chunk_empty(row) ? 0.0f : attn_merge_weight<float>(row, M[i / used]);
+    w[i] = attn_merge_weight<float>(row, M[i / used]);
   }
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < heads * D; i += blockDim.x) {
@@ -252,22 +253,25 @@ __device__ inline void merge_heads(const float* partials, uint32_t stride, uint3
 }
 
 // Tile kv_head * chunks + chunk (tasks/opcodes.h, SP_OP_ATTENTION), in as few round trips as
-// the data allows: (1) one asynchronous stage of the group's raw q heads, the norm weights, the
-// RoPE row, raw k and v when the chunk holds the position, and (a single stage) the chunk's
-// cached K and V rows; (2) warps 0..G-1 normalise and rotate the q heads in place, and two
-// more append k̂ and v to the caches (and to the staged rows); (3) the partials; (4) thread 0
-// counts the tile in, and the group's last tile merges.
+// the data allows; an empty chunk does nothing. (1) One asynchronous stage of the group's raw
+// q heads, the norm weights, the RoPE row, raw k and v when the chunk holds the position, and
+// (a single stage) the chunk's cached K and V rows; (2) warps 0..G-1 normalise and rotate the
+// q heads in place, and two more append k̂ and v to the caches (and to the staged rows); (3)
+// the partials; (4) the only non-empty chunk writes them to shared memory and merges them at
+// once; otherwise they are stored, thread 0 counts the tile in, and the group's last tile
+// stages every non-empty chunk's rows in one round trip and merges.
 __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
                                       uint32_t kv_head, uint32_t chunk, uint32_t position, uint8_t* smem) {
   const SpGraphParams& p = *c.params;
   const uint32_t G = a.group, D = a.D, Hq = p.n_heads, Hkv = p.n_kv_heads, R = p.rotary_dim;
-  const PositionRange r = chunk_positions(position + 1, a.chunks, chunk);
+  const uint32_t n = position + 1;
+  const PositionRange r = chunk_positions(n, a.chunks, chunk);
   const uint32_t len = r.end - r.begin;
+  if (len == 0) return;
   const bf16* qkv = view_data<const bf16>(c, t.operand[0]);
   bf16* K = view_data<bf16>(c, t.operand[3]) + size_t(kv_head) * a.context * a.cache_stride;
   bf16* V = view_data<bf16>(c, t.operand[3]) + size_t(Hkv + kv_head) * a.context * a.cache_stride;
-  float* partials = view_data<float>(c, t.operand[5]);
-  const bool appends = len > 0 && r.end == position + 1, single = attn_single_stage(a, len);
+  const bool appends = r.end == n, single = attn_single_stage(a, len);
   const uint32_t cached = appends ? len - 1 : len;  // rows written by earlier steps
   bf16* q = reinterpret_cast<bf16*>(smem + attn_q_offset());
   bf16* kv = reinterpret_cast<bf16*>(smem + attn_kv_offset(G, D, a.score_positions));
@@ -276,23 +280,21 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const AttnConsts at = attn_consts(D, R);
   bf16 *q_norm = consts + at.q_norm, *k_norm = consts + at.k_norm, *rope = consts + at.rope;
   bf16 *k_new = consts + at.k_new, *v_new = consts + at.v_new;
-  if (len > 0) {
-    stage_to_shared<Src::Data>(qkv + size_t(kv_head) * G * D, q, G * D);
-    stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
-    stage_to_shared<Src::Resident>(
-        view_data<const bf16>(c, t.operand[4]) + size_t(position) * c.views[t.operand[4]].row_stride, rope, R);
-    if (appends) {
-      stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[2]), k_norm, D);
-      stage_to_shared<Src::Data>(qkv + size_t(Hq + kv_head) * D, k_new, D);
-      stage_to_shared<Src::Data>(qkv + size_t(Hq + Hkv + kv_head) * D, v_new, D);
-    }
-    if (single)
-      stage_rows(K + size_t(r.begin) * a.cache_stride, kv, V + size_t(r.begin) * a.cache_stride, kv_second,
-                 a.cache_stride, cached, D);
-    cp_async_wait_all();
-    __syncthreads();
+  stage_to_shared<Src::Data>(qkv + size_t(kv_head) * G * D, q, G * D);
+  stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
+  stage_to_shared<Src::Resident>(
+      view_data<const bf16>(c, t.operand[4]) + size_t(position) * c.views[t.operand[4]].row_stride, rope, R);
+  if (appends) {
+    stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[2]), k_norm, D);
+    stage_to_shared<Src::Data>(qkv + size_t(Hq + kv_head) * D, k_new, D);
+    stage_to_shared<Src::Data>(qkv + size_t(Hq + Hkv + kv_head) * D, v_new, D);
   }
-  const uint32_t warps = len == 0 ? 0 : appends ? G + 2 : G;
+  if (single)
+    stage_rows(K + size_t(r.begin) * a.cache_stride, kv, V + size_t(r.begin) * a.cache_stride, kv_second,
+               a.cache_stride, cached, D);
+  cp_async_wait_all();
+  __syncthreads();
+  const uint32_t warps = appends ? G + 2 : G;
   for (uint32_t w = warp_id(); w < warps; w += warps_per_block()) {
     if (w < G) {
       norm_rope_in_place(q + size_t(w) * D, q_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
@@ -308,23 +310,30 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     }
   }
   __syncthreads();  // q̂ and the staged rows are complete; a later stage reads the appended rows back
-  attn_chunk_partials(a, K, V, r, [&](uint32_t j) { return partials + (size_t(kv_head * G + j) * a.chunks + chunk) * a.partial_stride; },
-                      smem);
-
-  // Every thread's partials, then thread 0's device-scope acquire-release add: the last tile
-  // sees every other tile's partials (the threadFenceReduction pattern).
-  __shared__ uint32_t s_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    DeviceAtomic count(view_data<uint32_t>(c, t.operand[7])[kv_head]);
-    s_last = count.fetch_add(1u, kAcqRel) + 1u == a.chunks;
-    if (s_last) count.store(0u, kRelaxed);
+  const uint32_t used = nonempty_chunks(n, a.chunks);
+  float* partials = view_data<float>(c, t.operand[5]) + size_t(kv_head) * G * a.chunks * a.partial_stride;
+  auto head_partials = [&](uint32_t j) { return partials + size_t(j) * a.chunks * a.partial_stride; };
+  const MergeArea area = merge_area(smem, used, uint32_t(a.partial_stride));
+  attn_chunk_partials(a, K, V, r, [&](uint32_t j) {
+    return used == 1 ? area.base + j * area.slot : head_partials(j) + chunk * a.partial_stride;
+  }, smem);
+  if (used > 1) {
+    // Every thread's partials, then thread 0's device-scope acquire-release add: the last tile
+    // sees every other tile's partials (the threadFenceReduction pattern).
+    __shared__ uint32_t s_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      DeviceAtomic count(view_data<uint32_t>(c, t.operand[7])[kv_head]);
+      s_last = count.fetch_add(1u, kAcqRel) + 1u == used;
+      if (s_last) count.store(0u, kRelaxed);
+    }
+    __syncthreads();
+    if (!s_last) return;
+    for (uint32_t j = 0; j < G; ++j) stage_floats(head_partials(j), area.base + j * area.slot, used * a.partial_stride);
+    cp_async_wait_all();
   }
-  __syncthreads();
-  if (s_last)
-    merge_heads(partials + size_t(kv_head) * G * a.chunks * a.partial_stride, uint32_t(a.partial_stride), a.chunks,
-                nonempty_chunks(position + 1, a.chunks), D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D,
-                smem);
+  merge_heads([&](uint32_t j) { return area.base + j * area.slot + (used > 1 ? skew16(head_partials(j)) : 0u); }, area,
+              uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
 }
 
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,

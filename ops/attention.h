@@ -1,7 +1,8 @@
-// ATTENTION (docs/numerics.md): split-position attention. A (kv head, chunk) tile normalises
-// and rotates its group's q heads, appends k and v when its chunk holds the step's position,
-// and writes online-softmax partials {m, l, acc[D]} (f32) for every q head of the group; the
-// group's last tile to finish merges a q head's chunks in chunk order.
+// ATTENTION (docs/numerics.md): split-position attention. A (kv head, non-empty chunk) tile
+// normalises and rotates its group's q heads, appends k and v when its chunk holds the step's
+// position, and writes online-softmax partials {m, l, acc[D]} (f32) for every q head of the
+// group; the group's last tile to finish (or its only one) merges a q head's chunks in chunk
+// order.
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -36,16 +37,11 @@ SP_HDI uint32_t nonempty_chunks(uint32_t n, uint32_t chunks) {
   return (n + size - 1) / size;
 }
 
-// The partial {m, l, acc[D]} of the q head q̂ (D values at q) over positions r of one kv
-// head's K and V rows (row t at t * stride), written to `row`.
+// The partial {m, l, acc[D]} of the q head q̂ (D values at q) over the non-empty positions r
+// of one kv head's K and V rows (row t at t * stride), written to `row`.
 template <class Acc>
 void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride, uint32_t D, PositionRange r,
                      float* row) {
-  if (r.begin == r.end) {
-    row[0] = -INFINITY;
-    for (uint32_t d = 0; d <= D; ++d) row[1 + d] = 0.0f;
-    return;
-  }
   const Acc scale = pm_rsqrt(Acc(D));
   std::vector<Acc> s(r.end - r.begin);
   Acc m = -INFINITY;
@@ -70,15 +66,14 @@ void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride,
   for (uint32_t d = 0; d < D; ++d) row[2 + d] = float(acc[d]);
 }
 
-// The merge of a q head's `chunks` partial rows {m, l, acc[D]} (docs/numerics.md, ATTENTION),
-// element by element, so every executor runs the same formula: M = attn_merge_max, the
-// weight of chunk c is w(c) = attn_merge_weight(row c, M), and out_d = attn_merge_element.
-SP_HDI bool attn_chunk_empty(const float* row) { return row[1] == 0.0f; }
-
+// The merge of a q head's partial rows {m, l, acc[D]} from the `used` non-empty chunks
+// (docs/numerics.md, ATTENTION), element by element, so every executor runs the same formula:
+// M = attn_merge_max, the weight of chunk c is w(c) = attn_merge_weight(row c, M), and
+// out_d = attn_merge_element.
 template <class Acc>
-SP_HDI Acc attn_merge_max(const float* rows, size_t row_stride, uint32_t chunks) {
+SP_HDI Acc attn_merge_max(const float* rows, size_t row_stride, uint32_t used) {
   Acc M = -INFINITY;
-  for (uint32_t c = 0; c < chunks; ++c)
+  for (uint32_t c = 0; c < used; ++c)
     if (Acc(rows[c * row_stride]) > M) M = Acc(rows[c * row_stride]);
   return M;
 }
@@ -88,15 +83,14 @@ SP_HDI Acc attn_merge_weight(const float* row, Acc M) {
   return pm_exp(Acc(row[0]) - M);
 }
 
-// r(o_d / L), L = Σ_c l_c·w(c), o_d = Σ_c acc_{c,d}·w(c) over the non-empty chunks in chunk
-// order; w(c) returns chunk c's weight (computed by attn_merge_weight, or read back from
-// where it was stored).
+// r(o_d / L), L = Σ_c l_c·w(c), o_d = Σ_c acc_{c,d}·w(c) over the chunks in chunk order; w(c)
+// returns chunk c's weight (computed by attn_merge_weight, or read back from where it was
+// stored).
 template <class Acc, class W>
-SP_HDI bf16 attn_merge_element(const float* rows, size_t row_stride, uint32_t chunks, W w, uint32_t d) {
+SP_HDI bf16 attn_merge_element(const float* rows, size_t row_stride, uint32_t used, W w, uint32_t d) {
   Acc L = 0, o = 0;
-  for (uint32_t c = 0; c < chunks; ++c) {
+  for (uint32_t c = 0; c < used; ++c) {
     const float* row = rows + c * row_stride;
-    if (attn_chunk_empty(row)) continue;
     const Acc wc = w(c);
     L = L + Acc(row[1]) * wc;
     o = o + Acc(row[2 + d]) * wc;
@@ -104,24 +98,22 @@ SP_HDI bf16 attn_merge_element(const float* rows, size_t row_stride, uint32_t ch
   return to_bf16(o / L);
 }
 
-// out[D] = r(o / L) from a q head's `chunks` partial rows, merged in chunk order.
+// out[D] = r(o / L) from a q head's `used` partial rows, merged in chunk order.
 template <class Acc>
-void attn_merge_head(const float* rows, size_t row_stride, uint32_t chunks, uint32_t D, bf16* out) {
-  const Acc M = attn_merge_max<Acc>(rows, row_stride, chunks);
-  std::vector<Acc> w(chunks);
-  for (uint32_t c = 0; c < chunks; ++c)
-    if (!attn_chunk_empty(rows + c * row_stride)) w[c] = attn_merge_weight<Acc>(rows + c * row_stride, M);
+void attn_merge_head(const float* rows, size_t row_stride, uint32_t used, uint32_t D, bf16* out) {
+  const Acc M = attn_merge_max<Acc>(rows, row_stride, used);
+  std::vector<Acc> w(used);
+  for (uint32_t c = 0; c < used; ++c) w[c] = attn_merge_weight<Acc>(rows + c * row_stride, M);
   for (uint32_t d = 0; d < D; ++d)
-    out[d] = attn_merge_element<Acc>(rows, row_stride, chunks, [&](uint32_t c) { return w[c]; }, d);
+    out[d] = attn_merge_element<Acc>(rows, row_stride, used, [&](uint32_t c) { return w[c]; }, d);
 }
 
-// q heads [h0, h1): partial rows h * chunks + c, outputs at h * D.
+// q heads [h0, h1): partial rows h * chunks + c (c < used), outputs at h * D.
 template <class Acc>
-void attn_merge_heads(const float* partials, size_t row_stride, uint32_t chunks, uint32_t D,
+void attn_merge_heads(const float* partials, size_t row_stride, uint32_t chunks, uint32_t used, uint32_t D,
                       bf16* out, uint32_t h0, uint32_t h1) {
   for (uint32_t h = h0; h < h1; ++h)
-    attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, chunks, D,
-                         out + size_t(h) * D);
+    attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, used, D, out + size_t(h) * D);
 }
 
 // Counts one finished tile of a group whose `tiles` tiles run once a step: true for the
@@ -151,15 +143,18 @@ struct AttentionArgs {
 };
 
 // Tile kv_head * chunks + chunk over the positions 0..position (opcodes.h, SP_OP_ATTENTION).
+// An empty chunk does nothing; the non-empty ones count in, and the last merges, unless there
+// is only one, which merges its own partials at once.
 template <class Acc>
 void attention_tile(const AttentionArgs& a, uint32_t tile) {
-  const uint32_t D = a.head_dim, Hq = a.n_heads, Hkv = a.n_kv_heads, group = Hq / Hkv;
+  const uint32_t D = a.head_dim, Hq = a.n_heads, Hkv = a.n_kv_heads, group = Hq / Hkv, n = a.position + 1;
   const uint32_t g = tile / a.chunks, c = tile % a.chunks;
-  const PositionRange r = chunk_positions(a.position + 1, a.chunks, c);
+  const PositionRange r = chunk_positions(n, a.chunks, c);
+  if (r.begin == r.end) return;
   const size_t stride = a.cache_row_stride;
   bf16* K = a.kv_cache + size_t(g) * a.context * stride;
   bf16* V = a.kv_cache + size_t(Hkv + g) * a.context * stride;
-  if (r.begin < r.end && r.end == a.position + 1) {  // the chunk holds the position: append k and v
+  if (r.end == n) {  // the chunk holds the position: append k and v
     norm_rope_head<Acc>(a.qkv + size_t(Hq + g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
                         K + a.position * stride);
     const bf16* v = a.qkv + size_t(Hq + Hkv + g) * D;
@@ -167,12 +162,12 @@ void attention_tile(const AttentionArgs& a, uint32_t tile) {
   }
   std::vector<bf16> q(D);
   for (uint32_t h = g * group; h < (g + 1) * group; ++h) {
-    if (r.begin < r.end)  // an empty chunk's partial reads no q
-      norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
+    norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
     attn_chunk_head<Acc>(q.data(), K, V, stride, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
   }
-  if (arrive_last(a.arrivals[g], a.chunks))
-    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, D, a.out, g * group, (g + 1) * group);
+  const uint32_t used = nonempty_chunks(n, a.chunks);
+  if (used == 1 || arrive_last(a.arrivals[g], used))
+    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, used, D, a.out, g * group, (g + 1) * group);
 }
 
 }  // namespace spindle

@@ -34,6 +34,12 @@ uvec2 chunk_positions(uint n, uint chunks, uint c) {
   return uvec2(begin, min(begin + size, n));
 }
 
+// How many chunks of [0, n) are non-empty (ops/attention.h nonempty_chunks).
+uint nonempty_chunks(uint n, uint chunks) {
+  const uint size = (n + chunks - 1u) / chunks;
+  return (n + size - 1u) / size;
+}
+
 // Float i of an octet (dot.glsl).
 precise float octet_element(uvec4 o, uint i) { return i % 2u == 0u ? bf16_lo(o[i / 2u]) : bf16_hi(o[i / 2u]); }
 
@@ -173,30 +179,17 @@ void attend_chunk(Task t, uint kv, uint c, uvec2 range, uint position) {
   }
 }
 
-// {-inf, 0, 0...} for each q head of the group: the partial of an empty chunk c.
-void write_empty_partials(View partials, uint kv, uint c, uint group, uint chunks, uint D) {
-  for (uint first = 0u; first < group; first += warps()) {
-    const bool valid = first + warp() < group;
-    Words row = Words(row_address(partials, (kv * group + min(first + warp(), group - 1u)) * chunks + c, 4u));
-    for (uint j = 0u; j < trips(D + 1u, LANES); ++j) {
-      const uint i = j * LANES + lane();
-      if (valid && i <= D) row.w[i + 1u] = 0u;
-    }
-    if (valid && lane() == 0u) row.w[0] = NEG_INF;
-  }
-}
-
 // Counts the tile in on the group's arrivals word (ops/attention.h arrive_last): true, in every
 // invocation, for the step's last tile of the group, which resets the count. A relaxed atomic
 // between device-scope barriers, as the protocol's counters (protocol.glsl: lavapipe breaks
 // atomics with memory semantics in divergent control flow): the first releases every
 // invocation's partials; the second, only in the last tile (the others read nothing more of
 // the group), acquires the other tiles' for the merge. Call in uniform control flow.
-bool arrived_last(uint64_t arrivals, uint kv, uint chunks) {
+bool arrived_last(uint64_t arrivals, uint kv, uint used) {
   sync_buffers();
   if (invocation() == 0u) {
     Words count = Words(arrivals);
-    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == chunks ? 1u : 0u;
+    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == used ? 1u : 0u;
     if (s_last_arrival != 0u)
       atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
   }
@@ -206,24 +199,23 @@ bool arrived_last(uint64_t arrivals, uint kv, uint chunks) {
   return true;
 }
 
-// The group's q heads merged from their chunks' partials into out (ops/attention.h
-// attn_merge_head), a warp a head, lane l dims l + 32i.
-void merge_group(View partials, uint64_t out_all, uint kv, uint group, uint chunks, uint D) {
+// The group's q heads merged from the partials of their `used` non-empty chunks into out
+// (ops/attention.h attn_merge_head), a warp a head, lane l dims l + 32i.
+void merge_group(View partials, uint64_t out_all, uint kv, uint group, uint chunks, uint used, uint D) {
   for (uint first = 0u; first < group; first += warps()) {
     const bool valid = first + warp() < group;
     const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
     precise float M = uintBitsToFloat(NEG_INF);
-    for (uint c = 0u; c < chunks; ++c) {
+    for (uint c = 0u; c < used; ++c) {
       precise float m = uintBitsToFloat(Words(row_address(partials, h * chunks + c, 4u)).w[0]);
       if (!is_nan(m) && m > M) M = m;
     }
     precise float L = 0.0;
     precise float o[8];
     [[unroll]] for (uint i = 0u; i < 8u; ++i) o[i] = 0.0;
-    for (uint c = 0u; c < chunks; ++c) {  // chunk order, as the CPU sums
+    for (uint c = 0u; c < used; ++c) {  // chunk order, as the CPU sums
       Words row = Words(row_address(partials, h * chunks + c, 4u));
       precise float l = uintBitsToFloat(row.w[1]);
-      if (l == 0.0) continue;  // an empty chunk
       precise float weight = pm_exp(uintBitsToFloat(row.w[0]) - M);
       precise float lw = l * weight;
       L = L + lw;
@@ -251,13 +243,15 @@ void run_attention(Task t) {
   const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
   const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
   const View partials = load_view(t.operand[5]);
+  const uint used = nonempty_chunks(position + 1u, chunks);
   for (uint tile = t.tile_begin; tile < t.tile_end; ++tile) {
     const uint kv = tile / chunks, c = tile % chunks;
     const uvec2 range = chunk_positions(position + 1u, chunks, c);
-    if (range.x == range.y) write_empty_partials(partials, kv, c, group, chunks, D);
-    else attend_chunk(t, kv, c, range, position);
-    if (arrived_last(load_view(t.operand[7]).addr, kv, chunks))
-      merge_group(partials, load_view(t.operand[6]).addr, kv, group, chunks, D);
+    if (range.x == range.y) continue;  // an empty chunk: no partials, no arrival
+    attend_chunk(t, kv, c, range, position);
+    if (used == 1u) sync_workgroup_buffers();  // the only chunk merges its own partials
+    if (used == 1u || arrived_last(load_view(t.operand[7]).addr, kv, used))
+      merge_group(partials, load_view(t.operand[6]).addr, kv, group, chunks, used, D);
   }
 }
 
