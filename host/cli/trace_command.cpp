@@ -30,7 +30,7 @@ struct TraceFlags {
   std::string csv;
   uint32_t position = 0;  // of the prompt's first token
   uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
-  BuildOptions build;    // the tiling options
+  BuildOptions build;     // the tiling options
 };
 
 std::string task_label(const Graph& g, uint32_t task) {
