@@ -99,10 +99,11 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
 size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
-    if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) continue;
+    const uint32_t matrices = cuda::projection_matrices(t.op);
+    if (!matrices || t.tile_end <= t.tile_begin) continue;
     const SpView& W = g.views[t.operand[0]];
-    const uint64_t end = cuda::preload_end_bytes(t.op == SP_OP_GATE_UP ? 2u : 1u, t.tile_end - t.tile_begin, W.cols,
-                                                 W.row_stride, budget, limit);
+    const uint64_t end =
+        cuda::preload_end_bytes(matrices, t.tile_end - t.tile_begin, W.cols, W.row_stride, budget, limit);
     bytes = std::max(bytes, size_t(end));
   }
   return bytes;

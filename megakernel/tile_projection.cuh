@@ -58,9 +58,10 @@ struct ProjectionWeights {
 __device__ inline ProjectionWeights projection_weights(const SpTask& t, const TileContext& c) {
   const SpView& W = c.views[t.operand[0]];
   const size_t skip = size_t(t.tile_begin) * W.row_stride;
-  const bool gate_up = t.op == SP_OP_GATE_UP;
-  return {{view_data<const bf16>(c, t.operand[0]) + skip, gate_up ? view_data<const bf16>(c, t.operand[1]) + skip : nullptr},
-          gate_up ? 2u : 1u,
+  const uint32_t matrices = projection_matrices(t.op);
+  return {{view_data<const bf16>(c, t.operand[0]) + skip,
+           matrices == 2 ? view_data<const bf16>(c, t.operand[1]) + skip : nullptr},
+          matrices,
           W.cols,
           W.row_stride};
 }
@@ -72,7 +73,7 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
 // Returns the bytes started; 0 (nothing started) for every other task.
 __device__ inline uint32_t start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem,
                                                 uint32_t max_bytes, uint32_t smem_bytes, uint32_t bar) {
-  if ((t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP) || t.tile_end <= t.tile_begin) return 0;
+  if (!projection_matrices(t.op) || t.tile_end <= t.tile_begin) return 0;
   const ProjectionWeights pw = projection_weights(t, c);
   const uint32_t offset = projection_preload_offset(pw.K);
   const uint64_t end =

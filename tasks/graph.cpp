@@ -71,8 +71,7 @@ void check_task(const Graph& g, size_t i) {
   for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
     const OperandInfo& info = ops.operand[k];
     const uint32_t v = t.operand[k];
-    const bool is_view = info.kind == OperandKind::View || info.kind == OperandKind::OptionalView;
-    if (!is_view || (v == SP_NO_VIEW && info.kind == OperandKind::OptionalView)) continue;
+    if (!is_view_kind(info.kind) || (v == SP_NO_VIEW && info.kind == OperandKind::OptionalView)) continue;
     const std::string operand = "operand " + std::to_string(k) + " '" + info.name + "'";
     if (v == SP_NO_VIEW) fail(task_label(g, i) + ": " + operand + " needs a view");
     if (v >= g.views.size())

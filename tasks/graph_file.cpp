@@ -170,8 +170,7 @@ json task_to_json(const Graph& g, size_t i) {
     const OperandInfo& info = ops.operand[k];
     const uint32_t v = t.operand[k];
     if (info.kind == OperandKind::Immediate) operands[info.name] = v;
-    if (info.kind == OperandKind::View || info.kind == OperandKind::OptionalView)
-      operands[info.name] = view_name_or_null(g, v);
+    if (is_view_kind(info.kind)) operands[info.name] = view_name_or_null(g, v);
   }
   json wait = nullptr;
   if (t.wait_counter != SP_NO_COUNTER)

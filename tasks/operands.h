@@ -14,6 +14,9 @@ enum class OperandKind : uint8_t {
   Immediate,
 };
 
+// A slot whose word names a view (when it is not SP_NO_VIEW).
+inline bool is_view_kind(OperandKind kind) { return kind == OperandKind::View || kind == OperandKind::OptionalView; }
+
 struct OperandInfo {
   OperandKind kind = OperandKind::Unused;
   const char* name = nullptr;  // as in opcodes.h
@@ -52,9 +55,7 @@ template <class F>
 void for_each_view_operand(const SpTask& t, F&& f) {
   const OpcodeOperands ops = opcode_operands(t.op);
   for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k) {
-    const OperandKind kind = ops.operand[k].kind;
-    if ((kind == OperandKind::View || kind == OperandKind::OptionalView) && t.operand[k] != SP_NO_VIEW)
-      f(k, t.operand[k]);
+    if (is_view_kind(ops.operand[k].kind) && t.operand[k] != SP_NO_VIEW) f(k, t.operand[k]);
   }
 }
 
