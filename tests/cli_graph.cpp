@@ -38,9 +38,14 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
   CHECK(json::parse(spindle::test::slurp(file)).at("params").at("context") == 16);
 }
 
-TEST_CASE("graph dump takes a model or a saved graph, not both") {
+TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
-  CHECK(run_cli("graph dump --graph x.sptg --stage-tasks 2").status != 0);
+  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2"}) {
+    CAPTURE(option);
+    const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
+    CHECK(r.status != 0);
+    CHECK(r.err_has("excludes"));
+  }
 }
 
 TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks than positions are refused") {

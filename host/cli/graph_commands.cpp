@@ -68,7 +68,8 @@ void add_graph_commands(CLI::App& app) {
       ->excludes("--model")
       ->excludes("--context")
       ->excludes("--stage-tasks")
-      ->excludes("--rows-per-tile");
+      ->excludes("--rows-per-tile")
+      ->excludes("--attn-chunks");
   dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout");
   dump_cmd->callback([d] { dump(*d); });
 
