@@ -40,7 +40,8 @@ struct AttnChunkShape {
 // table row. A lane reads only the elements it writes once the dot is reduced.
 __device__ inline void norm_rope_in_place(bf16* x, const bf16* w, const bf16* rope_row, uint32_t D, uint32_t half,
                                           float eps, uint32_t norm_kind) {
-  const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared>(x, x, D), D, eps);
+  // One chunk in flight: a head is 128 or 256 elements, one or no chunk a lane.
+  const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared, 1>(x, x, D), D, eps);
   auto normed = [&](uint32_t d) { return rms_norm_element<float>(widen<float>(x[d]), inv, widen<float>(w[d]), norm_kind); };
   for (uint32_t i = lane_id(); i < half; i += 32)
     rope_pair<float>(widen<float>(normed(i)), widen<float>(normed(i + half)), widen<float>(rope_row[i]),
@@ -140,57 +141,58 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
   const bool both = attn_single_stage(a, len);
   const bool rescore = len > S;
 
-  // Scores of the block [sb, se); unless staged already, K is staged 2T positions at a time.
-  auto score_block = [&](uint32_t sb, uint32_t se) {
-    if (both) return attn_scores(a, q, kv, sb, se, scale, scores);
-    for (uint32_t kb = sb; kb < se; kb += 2 * T) {
-      const uint32_t ke = min(kb + 2 * T, se);
-      stage_rows(K + size_t(kb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ke - kb, D);
-      cp_async_wait_all();
-      __syncthreads();
-      attn_scores(a, q, kv, kb, ke, scale, scores + (kb - sb));
-    }
-  };
-
   if (threadIdx.x < G) m[threadIdx.x] = -INFINITY;
   __syncthreads();
-  for (uint32_t sb = r.begin; sb < r.end; sb += S) {
-    const uint32_t se = min(sb + S, r.end);
-    score_block(sb, se);
-    attn_tile_max(a, sb, se - sb, scores, m);
-  }
-
   float acc[kAttnPairsPerThread] = {};
   float l = 0.0f;
-  for (uint32_t sb = r.begin; sb < r.end; sb += S) {
-    const uint32_t se = min(sb + S, r.end), slen = se - sb;
-    if (rescore) score_block(sb, se);  // one block: its scores are still in place
-    for (uint32_t i = threadIdx.x; i < G * slen; i += blockDim.x) {
-      float& s = scores[(i / slen) * S + i % slen];
-      s = pm_exp(s - m[i / slen]);
-    }
-    __syncthreads();
-    if (threadIdx.x < G)
-      for (uint32_t i = 0; i < slen; ++i) l = l + scores[threadIdx.x * S + i];
-    for (uint32_t vb = sb; vb < se; vb += 2 * T) {
-      const uint32_t ve = min(vb + 2 * T, se);
-      const bf16* Vs = kv_second;
-      if (!both) {
-        stage_rows(V + size_t(vb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ve - vb, D);
-        cp_async_wait_all();
-        __syncthreads();
-        Vs = kv;
+  // Pass 0 scores every block and keeps each head's max; pass 1 turns each block's scores into
+  // weights (scoring it again unless it is the only one) and accumulates l and P·V. The score
+  // code appears once (the persistent kernel's code size: docs/JOURNAL.md, tenth session).
+  for (uint32_t pass = 0; pass < 2; ++pass) {
+    for (uint32_t sb = r.begin; sb < r.end; sb += S) {
+      const uint32_t se = min(sb + S, r.end), slen = se - sb;
+      // The block's scores; unless staged already, K is staged 2T positions at a time.
+      if (pass == 0 || rescore)
+        for (uint32_t kb = sb; kb < se; kb += 2 * T) {
+          const uint32_t ke = min(kb + 2 * T, se);
+          if (!both) {
+            stage_rows(K + size_t(kb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ke - kb, D);
+            cp_async_wait_all();
+            __syncthreads();
+          }
+          attn_scores(a, q, kv, kb, ke, scale, scores + (kb - sb));
+        }
+      if (pass == 0) {
+        attn_tile_max(a, sb, slen, scores, m);
+        continue;
       }
+      for (uint32_t i = threadIdx.x; i < G * slen; i += blockDim.x) {
+        float& s = scores[(i / slen) * S + i % slen];
+        s = pm_exp(s - m[i / slen]);
+      }
+      __syncthreads();
+      if (threadIdx.x < G)
+        for (uint32_t i = 0; i < slen; ++i) l = l + scores[threadIdx.x * S + i];
+      for (uint32_t vb = sb; vb < se; vb += 2 * T) {
+        const uint32_t ve = min(vb + 2 * T, se);
+        const bf16* Vs = kv_second;
+        if (!both) {
+          stage_rows(V + size_t(vb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ve - vb, D);
+          cp_async_wait_all();
+          __syncthreads();
+          Vs = kv;
+        }
 #pragma unroll
-      for (uint32_t k = 0; k < kAttnPairsPerThread; ++k) {
-        const uint32_t pair = threadIdx.x + k * blockDim.x;
-        if (pair >= G * D) break;
-        const float* p = scores + (pair / D) * S + (vb - sb);
-        const bf16* v = Vs + pair % D;
+        for (uint32_t k = 0; k < kAttnPairsPerThread; ++k) {
+          const uint32_t pair = threadIdx.x + k * blockDim.x;
+          if (pair >= G * D) break;
+          const float* p = scores + (pair / D) * S + (vb - sb);
+          const bf16* v = Vs + pair % D;
 #pragma unroll 8
-        for (uint32_t i = 0; i < ve - vb; ++i) acc[k] = acc[k] + p[i] * bf16_to_f32(v[i * D]);
+          for (uint32_t i = 0; i < ve - vb; ++i) acc[k] = acc[k] + p[i] * bf16_to_f32(v[i * D]);
+        }
+        __syncthreads();  // the next stage overwrites the rows, the next block the scores
       }
-      __syncthreads();  // the next stage overwrites the rows, the next block the scores
     }
   }
   if (threadIdx.x < G) {
@@ -296,12 +298,9 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   __syncthreads();
   const uint32_t warps = appends ? G + 2 : G;
   for (uint32_t w = warp_id(); w < warps; w += warps_per_block()) {
-    if (w < G) {
-      norm_rope_in_place(q + size_t(w) * D, q_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
-      continue;
-    }
-    bf16* row = w == G ? k_new : v_new;
-    if (w == G) norm_rope_in_place(row, k_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
+    bf16* row = w < G ? q + size_t(w) * D : w == G ? k_new : v_new;
+    if (w <= G) norm_rope_in_place(row, w < G ? q_norm : k_norm, rope, D, R / 2, p.rms_eps, p.norm_kind);
+    if (w < G) continue;
     bf16* cache_row = (w == G ? K : V) + size_t(position) * a.cache_stride;
     bf16* staged_row = (w == G ? kv : kv_second) + size_t(cached) * D;
     for (uint32_t d = lane_id(); d < D; d += 32) {
