@@ -111,20 +111,26 @@ __device__ inline ProjectionWeights task_weights(const SpTask& t, const TileCont
 // x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. x and the
 // norm weights are staged together (one round trip), and the code stays short and rolled: it
 // runs once per task (12 KB of SASS, against 39 KB unrolled; docs/JOURNAL.md, fourth session).
+// A task without norm weights may stage `side_n` bf16 from `side` (a GEMV's residual rows)
+// into their place in the same round trip, even when the input itself is cached.
 __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const bf16* norm_w, const SpGraphParams& p,
-                                               uint8_t* smem, const TileExtras* extras) {
+                                               uint8_t* smem, const TileExtras* extras, const bf16* side = nullptr,
+                                               uint32_t side_n = 0) {
   float* inv = reinterpret_cast<float*>(smem);
   bf16* n = reinterpret_cast<bf16*>(smem + projection_input_offset());
   bf16* w = reinterpret_cast<bf16*>(smem + projection_norm_offset(K));
   InputKey* cache = extras ? extras->input : nullptr;
   const InputKey key{x, norm_w, K, extras ? extras->wait_counter : 0u, extras ? extras->wait_target : 0u, 1u};
-  if (cache && key.counter != SP_NO_COUNTER && cache->valid && cache->x == key.x && cache->norm == key.norm &&
-      cache->K == key.K && cache->counter == key.counter && cache->target == key.target)
-    return n;
-  stage_to_shared<Src::Data>(x, n, K);
+  const bool cached = cache && key.counter != SP_NO_COUNTER && cache->valid && cache->x == key.x &&
+                      cache->norm == key.norm && cache->K == key.K && cache->counter == key.counter &&
+                      cache->target == key.target;
+  if (cached && !side) return n;
+  if (side) stage_to_shared<Src::Data>(side, w, side_n);
+  if (!cached) stage_to_shared<Src::Data>(x, n, K);
   if (norm_w) stage_to_shared<Src::Resident>(norm_w, w, K);
   cp_async_wait_all();
   __syncthreads();
+  if (cached) return n;
   if (norm_w) {
     if (warp_id() == 0) {
       const float ss = warp_dot<Src::Shared, Src::Shared, 2>(n, n, K);
@@ -193,20 +199,26 @@ __host__ __device__ constexpr int chunks_in_flight(int rows) {
 struct GemvOut {
   void* out;
   bool f32_out;
-  const bf16* residual;
+  const bf16* residual;   // row r's residual at residual[r - residual_row0]
+  uint32_t residual_row0;
+  bool residual_shared;   // staged in shared memory with the input, else read from global
 };
 
 // Lane 0: stores rows r0, r0 + stride, … (R of them) from their dots, each plus its residual
 // when there is one, and offers them to the argmax. Every residual is loaded before the first
-// store, so the group pays one L2 round trip, not R (the residual may alias out, but row r's
-// residual is only read for row r, before row r is stored).
+// store, so a group whose residuals are in global memory pays one L2 round trip, not R (the
+// residual may alias out, but row r's residual is only read for row r, before row r is
+// stored).
 template <int R>
 __device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, uint32_t stride, const float (&dots)[R],
                                                  ArgmaxPartial& best) {
   bf16 residual[R];
   if (o.residual)
 #pragma unroll
-    for (int i = 0; i < R; ++i) residual[i] = load_bf16<Src::Data>(o.residual + r0 + i * stride);
+    for (int i = 0; i < R; ++i) {
+      const bf16* at = o.residual + (r0 + i * stride - o.residual_row0);
+      residual[i] = o.residual_shared ? *at : load_bf16<Src::Data>(at);
+    }
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const uint32_t r = r0 + i * stride;
@@ -222,10 +234,17 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   const uint32_t K = c.views[t.operand[0]].cols;
   const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
   const bf16* norm_w = t.operand[2] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[2]);
-  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, norm_w, *c.params, smem, extras);
+  const bf16* residual = t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4]);
+  // The task's residual rows come with the input, off the stores' critical path, where the norm
+  // weights' place is free and holds them.
+  const uint32_t rows = t.tile_end - t.tile_begin;
+  const bool stage_residual = residual && !norm_w && rows <= K;
+  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, norm_w, *c.params, smem, extras,
+                                   stage_residual ? residual + t.tile_begin : nullptr, rows);
   const ProjectionWeights w = task_weights(t, c, smem, extras);  // after the input: a preload overlaps it
   const GemvOut o{view_data<void>(c, t.operand[3]), c.views[t.operand[3]].dtype == SP_F32,
-                  t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4])};
+                  stage_residual ? reinterpret_cast<const bf16*>(smem + projection_norm_offset(K)) : residual,
+                  stage_residual ? t.tile_begin : 0u, stage_residual};
   const uint32_t flags = t.operand[5];
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};

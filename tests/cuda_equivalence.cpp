@@ -136,6 +136,22 @@ TEST_CASE("rows of odd length at unaligned addresses: the megakernel (no weight 
   }
 }
 
+TEST_CASE("a GEMV task with more rows than its input has elements reads its residual from global memory, and matches") {
+  // o_proj of the unaligned model: 60 rows of K = 48 in one task, more than the norm weights'
+  // place that a task's residual rows are staged in; down (K = 100) stages its 60.
+  const ModelWeights w = spindle::test::unaligned_model();
+  BuildOptions b;
+  b.context = 32;
+  b.rows_per_tile = 64;
+  const Graph g = build_decode_graph(w, b);
+  const std::vector<uint32_t> prompt = {5, 17, 199};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(g, w, cuda_options(mode), prompt, 10), expect);
+  }
+}
+
 TEST_CASE("tiny: one launch of many steps equals one launch per step") {
   const TinyModel& m = tiny_model();
   const std::vector<uint32_t> prompt = {17, 4};
