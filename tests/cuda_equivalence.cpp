@@ -73,6 +73,17 @@ void check_megakernel(ScheduleKind schedule) {
     }
 }
 
+// The megakernel and the per-op kernels decode a hand-built model's graph as the sequential
+// reference does.
+void check_megakernel_and_per_op(const Graph& g, const ModelWeights& w) {
+  const std::vector<uint32_t> prompt = {5, 17, 199};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(g, w, cuda_options(mode), prompt, 10), expect);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("tiny: the megakernel with the ticket schedule matches the sequential reference, every tuning") {
@@ -127,13 +138,7 @@ TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and
 
 TEST_CASE("rows of odd length at unaligned addresses: the megakernel (no weight preload possible) and per-op match") {
   const ModelWeights w = spindle::test::unaligned_model();
-  const Graph g = spindle::test::short_context_graph(w);
-  const std::vector<uint32_t> prompt = {5, 17, 199};
-  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
-  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
-    CAPTURE(cuda_mode_name(mode));
-    check_same(run_decode(g, w, cuda_options(mode), prompt, 10), expect);
-  }
+  check_megakernel_and_per_op(spindle::test::short_context_graph(w), w);
 }
 
 TEST_CASE("a GEMV task with more rows than its input has elements reads its residual from global memory, and matches") {
@@ -143,13 +148,7 @@ TEST_CASE("a GEMV task with more rows than its input has elements reads its resi
   BuildOptions b;
   b.context = 32;
   b.rows_per_tile = 64;
-  const Graph g = build_decode_graph(w, b);
-  const std::vector<uint32_t> prompt = {5, 17, 199};
-  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
-  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
-    CAPTURE(cuda_mode_name(mode));
-    check_same(run_decode(g, w, cuda_options(mode), prompt, 10), expect);
-  }
+  check_megakernel_and_per_op(build_decode_graph(w, b), w);
 }
 
 TEST_CASE("tiny: one launch of many steps equals one launch per step") {
