@@ -28,6 +28,11 @@ const uint STAGE_UNROLL = 4u;
 // The octet an invocation stages in unrolled slot u of trip j.
 uint stage_octet(uint j, uint u) { return (j * STAGE_UNROLL + u) * gl_WorkGroupSize.x + invocation(); }
 
+// The octet that slot u of trip j loads: its own, or the last one past the end. The loads are
+// unguarded (a guard kept NVIDIA's compiler from having them in flight together, dot.glsl);
+// only the stores of octets past the end are skipped.
+uint staged_octet(uint j, uint u, uint octets) { return min(stage_octet(j, u), octets - 1u); }
+
 // The first `count` elements of an octet of x normalised with the octet of norm weights w.
 uvec4 rms_norm_octet(uvec4 x, uvec4 w, float inv, uint count) {
   uvec4 o = uvec4(0u);
@@ -46,8 +51,7 @@ void stage_input(uint64_t x_addr, uint64_t norm_addr, uint K) {
   const bool x_vec = vec_readable(x_addr, 0u, K);
   for (uint j = 0u; j < rounds; ++j) {
     uvec4 x[STAGE_UNROLL];
-    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
-      if (stage_octet(j, u) < octets) x[u] = data8(x_addr, DOT_VEC * stage_octet(j, u), K, x_vec);
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u) x[u] = data8(x_addr, DOT_VEC * staged_octet(j, u, octets), K, x_vec);
     [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
       if (stage_octet(j, u) < octets) g_vecs[stage_octet(j, u)] = x[u];
   }
@@ -58,8 +62,7 @@ void stage_input(uint64_t x_addr, uint64_t norm_addr, uint K) {
   const bool w_vec = vec_readable(norm_addr, 0u, K);
   for (uint j = 0u; j < rounds; ++j) {
     uvec4 w[STAGE_UNROLL];
-    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u)
-      if (stage_octet(j, u) < octets) w[u] = weights8(norm_addr, DOT_VEC * stage_octet(j, u), K, w_vec);
+    [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u) w[u] = weights8(norm_addr, DOT_VEC * staged_octet(j, u, octets), K, w_vec);
     [[unroll]] for (uint u = 0u; u < STAGE_UNROLL; ++u) {
       const uint i = stage_octet(j, u);
       if (i < octets) g_vecs[i] = rms_norm_octet(g_vecs[i], w[u], inv, octet_count(DOT_VEC * i, K));
@@ -109,7 +112,7 @@ void write_argmax_partial(Task t, float value, uint index) {
 
 // Operands: 0 W, 1 x, 2 norm or none, 3 out, 4 residual or none, 5 flags, 6 argmax partials.
 // Warp w takes rows tile_begin + w + q * warps for q = 0, 1, ..., DOT_ROWS at a time; a row
-// past the task's last is neither read nor written.
+// past the task's last reads the last row again (lane_dot_rows reads every row) and is not written.
 void run_gemv(Task t) {
   const View W = load_view(t.operand[0]);
   const View dst = load_view(t.operand[3]);
@@ -122,17 +125,15 @@ void run_gemv(Task t) {
   for (uint g = 0u; g < trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); ++g) {
     uint r[DOT_ROWS];
     uint64_t rows[DOT_ROWS];
-    bool live[DOT_ROWS];
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
       r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
-      live[i] = r[i] < t.tile_end;
       rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
     }
     float acc[DOT_ROWS];
-    lane_dot_rows(rows, live, K, vec, acc);
+    lane_dot_rows(rows, K, vec, acc);
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
       precise float y = warp_sum(acc[i]);
-      if (live[i] && lane() == 0u) {
+      if (r[i] < t.tile_end && lane() == 0u) {
         uint bits = f32_to_bf16(y);
         if (residual != 0ul) {
           precise float sum = bf16_to_f32(uint(Halves(residual).h[r[i]])) + bf16_to_f32(bits);
@@ -162,11 +163,10 @@ void run_gate_up(Task t) {
   stage_input(load_view(t.operand[2]).addr, load_view(t.operand[3]).addr, K);
   for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
     const uint r = first + warp(), last = t.tile_end - 1u;
-    const bool valid = r < t.tile_end;  // a warp past the last row reads and writes nothing
+    const bool valid = r < t.tile_end;  // a warp past the last row reads the last again and writes nothing
     const uint64_t rows[DOT_ROWS] = uint64_t[](row_address(Wg, min(r, last), 2u), row_address(Wu, min(r, last), 2u));
-    const bool live[DOT_ROWS] = bool[](valid, valid);
     float acc[DOT_ROWS];
-    lane_dot_rows(rows, live, K, vec, acc);
+    lane_dot_rows(rows, K, vec, acc);
     precise float g = rounded(warp_sum(acc[0]));
     precise float u = rounded(warp_sum(acc[1]));
     if (valid && lane() == 0u) {
