@@ -31,7 +31,8 @@ struct VulkanTuning {
   uint32_t shuffle_width = 0;  // butterfly levels below it use subgroup shuffles (a power of two at most
                                // the subgroup size, 1 = none); 0 = the subgroup size, at most 32
   VulkanPoll poll = VulkanPoll::Device;
-  uint32_t dot_unroll = 4;     // 256-element blocks of each weight row a warp loads per trip: 1, 2, 4 or 8
+  uint32_t dot_unroll = 0;     // 256-element blocks of each weight row a warp loads per trip: 1, 2, 4 or 8;
+                               // 0 = the deepest whose trip fits in the smallest projection K
   uint32_t attn_unroll = 4;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8
 };
 

@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kLanes = 32;              // invocations of a logical warp (shaders/workgroup.glsl)
 constexpr uint32_t kHeadDimMax = 8 * kLanes;  // a lane keeps 8 dims of an attention head
+constexpr uint32_t kDotBlock = 8 * kLanes;    // elements of a row a warp reads at once (DOT_BLOCK, dot.glsl)
 // Lavapipe ends an invocation's loops after 65,535 back-edges in all. The shader counts what
 // lavapipe was measured to count; the limit was first passed at 110,000-150,000 of these
 // units (tiny model, 1 to 8 warps), and the canary catches a shortfall.
@@ -87,6 +88,20 @@ uint32_t shuffle_width(const vk::DeviceTraits& d, uint32_t asked) {
 // functions count the unrolled loops' trips for any depth; the list keeps a lane's loads in
 // flight, and so its registers, within what was meant.
 constexpr uint32_t kUnrolls[] = {1, 2, 4, 8};
+
+// The dot unroll when none is asked: the deepest whose trip (256 * N elements) fits in the
+// smallest K of the graph's projections, so no lane's loads run past a row in every trip.
+// Measured on the H200 (docs/JOURNAL.md, eleventh session): qwen3-8b (K >= 4096) 6.72 ms/token
+// at 8 against 7.69 at 4; qwen3-0.6b (K >= 1024) 1.75 at 4 against 1.87 at 8.
+uint32_t default_dot_unroll(const Graph& g) {
+  uint32_t k = UINT32_MAX;
+  for (const SpTask& t : g.tasks)
+    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP) k = std::min(k, g.views[t.operand[0]].cols);
+  uint32_t unroll = kUnrolls[0];
+  for (uint32_t u : kUnrolls)
+    if (uint64_t(u) * kDotBlock <= k) unroll = u;
+  return unroll;
+}
 
 uint32_t checked_unroll(uint32_t asked, const char* what) {
   if (std::find(std::begin(kUnrolls), std::end(kUnrolls), asked) != std::end(kUnrolls)) return asked;
@@ -265,7 +280,7 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
     : Executor(g), opt_(opt) {
   const VulkanTuning& tuning = opt.vulkan;
   check_supported(g);
-  dot_unroll_ = checked_unroll(tuning.dot_unroll, "a dot");
+  dot_unroll_ = tuning.dot_unroll ? checked_unroll(tuning.dot_unroll, "a dot") : default_dot_unroll(g);
   attn_unroll_ = checked_unroll(tuning.attn_unroll, "an attention");
   if (opt.schedule != ScheduleKind::Ticket)
     throw Error("vulkan executor: tasks are claimed by ticket only (workgroups have no co-residency guarantee)");

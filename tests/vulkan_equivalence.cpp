@@ -104,6 +104,25 @@ TEST_CASE("vulkan: every dot and attention unroll depth and 16 warps give the re
   }
 }
 
+TEST_CASE("vulkan: the default dot unroll is the deepest whose trip fits in the smallest projection input") {
+  // {hidden, head_dim, intermediate}: with tiny's 4 q heads the smallest K is min(hidden, 4 * head_dim).
+  struct Case {
+    uint32_t hidden, head_dim, intermediate, unroll;
+  };
+  for (const Case& c : {Case{64, 16, 128, 1},        // K 64 < 256
+                        Case{1096, 16, 2120, 1},     // o_proj's K 64
+                        Case{512, 128, 1024, 2},     // K 512 = 2 blocks
+                        Case{1024, 256, 2048, 4},    // K 1024 = 4 blocks
+                        Case{2048, 256, 2048, 4}}) {  // hidden fits 8 blocks, o_proj's K 1024 does not
+    CAPTURE(c.hidden);
+    CAPTURE(c.head_dim);
+    const ModelWeights w = model_with("unroll", c.hidden, c.head_dim, c.intermediate, 16);
+    const Graph g = short_context_graph(w);
+    const VulkanExecutor ex(g, w, vulkan_options(1));
+    CHECK(ex.describe().find("dot unroll " + std::to_string(c.unroll) + ",") != std::string::npos);
+  }
+}
+
 TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
   const ModelWeights w = load_model("synthetic:tiny-tied");
   BuildOptions b;

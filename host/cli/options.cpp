@@ -87,7 +87,8 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
       ->capture_default_str();
   cmd.add_option("--vk-dot-unroll", flags.vulkan.dot_unroll,
                  "vulkan only: 256-element blocks of each of a warp's two weight rows loaded per loop trip before "
-                 "the first product (2*N 16-byte loads in flight a lane): 1, 2, 4 or 8")
+                 "the first product (2*N 16-byte loads in flight a lane): 1, 2, 4 or 8; 0 = the deepest whose 256*N "
+                 "elements fit in the smallest projection input (8 for qwen3-8b, 4 for qwen3-0.6b)")
       ->capture_default_str();
   cmd.add_option("--vk-attn-unroll", flags.vulkan.attn_unroll,
                  "vulkan only: cache positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8")
