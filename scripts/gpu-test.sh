@@ -137,8 +137,8 @@ vulkan_step() {
   step vulkan-hop vulkan 120 "$build/tests/spindle_vulkan_tests" -tc='timing*' --no-skip
   local m
   for m in ${SPINDLE_GPU_BENCH:-}; do
-    step "vulkan-bench-$m" bench 300 "$build/host/spindle" bench --model "synthetic:$m" -e vulkan --positions 1 \
-      --tokens 16 --reps 3
+    step "vulkan-bench-$m" bench 300 "$build/host/spindle" bench --model "synthetic:$m" -e vulkan --positions 1,4096 \
+      --tokens 16 --reps 5
   done
   grep -E 'hop|ceiling|model:|vulkan  ' "$logs/vulkan.log" "$logs/bench.log" 2>/dev/null
 }
