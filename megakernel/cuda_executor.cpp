@@ -195,8 +195,13 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm);
     preload_smem_ = preload_smem_bytes(g, tuning.weight_preload_bytes, dynamic_limit);
     mk_smem_ = std::max(d.smem, preload_smem_);
-    const uint32_t resident = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_) * uint32_t(sms);
-    if (resident == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
+    const uint32_t per_sm = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_);
+    if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
+    if (per_sm < tuning.blocks_per_sm)
+      throw Error("cuda executor: " + std::to_string(tuning.blocks_per_sm) + " blocks do not fit on an SM with " +
+                  std::to_string(mk_smem_) + " bytes of shared memory each (the largest tile's and the weight "
+                  "preload's); lower --cuda-attn-kv-kb, --cuda-attn-score-kb or --cuda-preload-kb");
+    const uint32_t resident = per_sm * uint32_t(sms);
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
     d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));

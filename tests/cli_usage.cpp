@@ -98,6 +98,17 @@ TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused
   }
 }
 
+TEST_CASE("--cuda-blocks-per-sm other than 1 or 2 is refused, naming the option") {
+  CHECK(run_cli("bench --help").out_has("--cuda-blocks-per-sm"));
+  for (const std::string value : {"0", "3"}) {
+    CAPTURE(value);
+    const CliResult r = run_cli("bench --model synthetic:tiny --cuda-blocks-per-sm " + value);
+    CHECK(r.status != 0);
+    CHECK(r.err_has("--cuda-blocks-per-sm"));
+    CHECK(r.err_has("not in range 1 to 2"));
+  }
+}
+
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   if (spindle::best_executor_kind() == spindle::ExecutorKind::Cuda) {
     CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda").status == 0);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "host/decode.h"
+#include "host/graph_builder.h"
+#include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
 #include "tasks/error.h"
 #include "tests/executors_fixture.h"
@@ -94,6 +96,26 @@ TEST_CASE("running out of device memory names the bytes and the arena") {
   CHECK(msg.find("arena 'kv'") != std::string::npos);
   CHECK(msg.find(std::to_string(bytes) + " bytes") != std::string::npos);
   CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));  // still usable
+}
+
+TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, naming the knobs") {
+  // qwen3-0.6b at context 4161 stages 160 KB of K and V rows an attention task; with 32 KB two
+  // blocks fit.
+  const ModelWeights w = load_model("synthetic:qwen3-0.6b");
+  BuildOptions b;
+  b.context = 4161;
+  const Graph g = build_decode_graph(w, b);
+  ExecutorOptions o = megakernel_options();
+  o.megakernel.blocks_per_sm = 2;
+  const std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
+  CAPTURE(msg);
+  CHECK(msg.find("2 blocks do not fit on an SM") != std::string::npos);
+  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  o.megakernel.attn_kv_bytes = 32u << 10;
+  const CudaExecutor two(g, w, o);
+  o.megakernel.blocks_per_sm = 1;
+  const CudaExecutor one(g, w, o);
+  CHECK(two.workers() == 2 * one.workers());
 }
 
 TEST_CASE("the copy bandwidth probe gives a plausible number") {

@@ -64,6 +64,12 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
                  "the per-op kernels)")
       ->capture_default_str();
+  cmd.add_option("--cuda-blocks-per-sm", flags.cuda_blocks_per_sm,
+                 "cuda megakernel only: persistent blocks an SM holds, 1 or 2 (2: the kernel built for at most 128 "
+                 "registers a thread, and every block's shared memory within half an SM's); with --workers 0, "
+                 "this many blocks per SM")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 2u));
   add_shared_kib_option(cmd, "--cuda-preload-kb", flags.cuda_preload_kb,
                         "cuda megakernel only: a projection task whose weights take at most this many KiB copies "
                         "them into shared memory before its dependency wait (bulk copies); 0 = never");
@@ -104,6 +110,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.watchdog_ms = flags.watchdog_ms;
   o.device = flags.device;
   o.vulkan = flags.vulkan;
+  o.megakernel.blocks_per_sm = flags.cuda_blocks_per_sm;
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;

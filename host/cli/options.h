@@ -32,12 +32,13 @@ struct ExecutorFlags {
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
   int32_t device = ExecutorOptions{}.device;
   VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
+  uint32_t cuda_blocks_per_sm = ExecutorOptions{}.megakernel.blocks_per_sm;
   uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
   uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --cuda-preload-kb, --cuda-attn-kv-kb,
+// --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb, --cuda-attn-kv-kb,
 // --cuda-attn-score-kb, --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
