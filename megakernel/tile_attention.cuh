@@ -207,6 +207,61 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
   }
 }
 
+// Short chunks' partials run one warp per q head, with no block barrier between q̂ and the
+// partial row: a lane holds one position's score and D / 32 dims of acc. Each barrier-separated
+// phase of the block path costs 300-2000 cycles, so a few positions go faster this way; at 29-32
+// positions a chunk, one warp's serial scores cost more (docs/JOURNAL.md, twelfth session).
+constexpr uint32_t kWarpChunkPositions = 16, kWarpChunkDims = 4;
+
+// True when the warp path takes the step's chunks of `size` positions (chunk_size: every tile of
+// the step takes the same path, a shorter last chunk too, since mixing the two paths in a step
+// measured 2% slower): they fit the lanes and one stage, a head fits four dims a lane, and every
+// q head of the group has a warp.
+__device__ inline bool attn_warp_chunks(const AttnChunkShape& a, uint32_t size) {
+  return size <= kWarpChunkPositions && a.D <= 32 * kWarpChunkDims && a.group <= warps_per_block() &&
+         attn_single_stage(a, size);
+}
+
+struct WarpPartial {
+  float m, l, acc[kWarpChunkDims];  // acc[i]: dim lane + 32 i
+};
+
+// One warp: the partial {m, l, acc[D]} of the q head q̂ (shared memory) over the chunk's `len`
+// positions, whose K and V rows are staged at Ks and Vs (row t), each sum in the order of the
+// block path (and of ops/attention.h attn_chunk_head). Every lane gets m and l.
+// Out of line: inlined, it made the persistent kernel 1.5% slower at positions 1024 and 4096 on
+// qwen3-0.6b, where it never runs (docs/JOURNAL.md, twelfth session).
+static __device__ __noinline__ WarpPartial attn_warp_partial(const AttnChunkShape& a, const bf16* q,
+                                                             const bf16* Ks, const bf16* Vs, uint32_t len) {
+  const uint32_t D = a.D, lane = lane_id();
+  const float scale = pm_rsqrt(float(D));
+  float mine = 0.0f;  // lane t: s_t
+  for (uint32_t t0 = 0; t0 < len; t0 += kScoreRows) {
+    const bf16* rows[kScoreRows];
+    for (int r = 0; r < kScoreRows; ++r) rows[r] = Ks + min(t0 + r, len - 1) * D;  // past len: a repeat
+    float s[kScoreRows];
+    warp_dot_rows<Src::Shared, Src::Shared, kScoreRows, 1>(rows, q, D, s);
+#pragma unroll
+    for (int r = 0; r < kScoreRows; ++r)
+      if (lane == t0 + r) mine = s[r] * scale;
+  }
+  FirstMax best{-INFINITY, ~0u};
+  if (lane < len && mine > best.value) best = {mine, lane};
+  for (int off = 16; off > 0; off /= 2)
+    best = first_max(best, {__shfl_xor_sync(0xffffffffu, best.value, off),
+                            __shfl_xor_sync(0xffffffffu, best.position, off)});
+  WarpPartial w{best.value, 0.0f, {}};
+  const float p = lane < len ? pm_exp(mine - w.m) : 0.0f;
+  for (uint32_t t = 0; t < len; ++t) {
+    const float pt = __shfl_sync(0xffffffffu, p, t);
+    w.l = w.l + pt;
+#pragma unroll
+    for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+      if (lane + 32 * i < D) w.acc[i] = w.acc[i] + pt * bf16_to_f32(Vs[t * D + lane + 32 * i]);
+  }
+  return w;
+}
+
 // Floats src lies past a 16-byte boundary.
 __device__ inline uint32_t skew16(const float* src) { return uint32_t(reinterpret_cast<uintptr_t>(src) & 15u) / 4u; }
 
@@ -259,9 +314,10 @@ __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t st
 // q heads, the norm weights, the RoPE row, raw k and v when the chunk holds the position, and
 // (a single stage) the chunk's cached K and V rows; (2) warps 0..G-1 normalise and rotate the
 // q heads in place, and two more append k̂ and v to the caches (and to the staged rows); (3)
-// the partials; (4) the only non-empty chunk writes them to shared memory and merges them at
-// once; otherwise they are stored, thread 0 counts the tile in, and the group's last tile
-// stages every non-empty chunk's rows in one round trip and merges.
+// the partials, by warp j for q head j when the step's chunks are short (attn_warp_chunks),
+// else by the block; (4) the only non-empty chunk merges them at once, from registers or from
+// shared memory; otherwise they are stored, thread 0 counts the tile in, and the group's last
+// tile stages every non-empty chunk's rows in one round trip and merges.
 __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
                                       uint32_t kv_head, uint32_t chunk, uint32_t position, uint8_t* smem) {
   const SpGraphParams& p = *c.params;
@@ -313,9 +369,33 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   float* partials = view_data<float>(c, t.operand[5]) + size_t(kv_head) * G * a.chunks * a.partial_stride;
   auto head_partials = [&](uint32_t j) { return partials + size_t(j) * a.chunks * a.partial_stride; };
   const MergeArea area = merge_area(smem, used, uint32_t(a.partial_stride));
-  attn_chunk_partials(a, K, V, r, [&](uint32_t j) {
-    return used == 1 ? area.base + j * area.slot : head_partials(j) + chunk * a.partial_stride;
-  }, smem);
+  if (attn_warp_chunks(a, chunk_size(n, a.chunks))) {
+    const uint32_t j = warp_id();
+    if (j < G) {
+      const WarpPartial w = attn_warp_partial(a, q + size_t(j) * D, kv, kv_second, len);
+      if (used == 1) {  // the merge of this one chunk, from registers
+        bf16* out = view_data<bf16>(c, t.operand[6]) + (size_t(kv_head) * G + j) * D;
+        const float weight = attn_merge_weight<float>(&w.m, attn_merge_max<float>(&w.m, 0, 1));
+#pragma unroll
+        for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+          if (lane_id() + 32 * i < D) out[lane_id() + 32 * i] = attn_merge_lone_element<float>(w.l, w.acc[i], weight);
+        return;
+      }
+      float* row = head_partials(j) + chunk * a.partial_stride;
+      if (lane_id() == 0) {
+        row[0] = w.m;
+        row[1] = w.l;
+      }
+#pragma unroll
+      for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+        if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
+    }
+    if (used == 1) return;
+  } else {
+    attn_chunk_partials(a, K, V, r, [&](uint32_t j) {
+      return used == 1 ? area.base + j * area.slot : head_partials(j) + chunk * a.partial_stride;
+    }, smem);
+  }
   if (used > 1) {
     // Every thread's partials, then thread 0's device-scope acquire-release add: the last tile
     // sees every other tile's partials (the threadFenceReduction pattern).

@@ -23,17 +23,21 @@ struct PositionRange {
   uint32_t begin, end;  // empty when begin == end
 };
 
-// Chunk c of the positions [0, n) split into `chunks` chunks of ceil(n / chunks).
+// The positions of each chunk of [0, n) split into `chunks` (the last non-empty one may hold
+// fewer): ceil(n / chunks).
+SP_HDI uint32_t chunk_size(uint32_t n, uint32_t chunks) { return (n + chunks - 1) / chunks; }
+
+// Chunk c of the positions [0, n), chunk_size(n, chunks) each.
 SP_HDI PositionRange chunk_positions(uint32_t n, uint32_t chunks, uint32_t c) {
-  const uint32_t size = (n + chunks - 1) / chunks;
+  const uint32_t size = chunk_size(n, chunks);
   const uint32_t begin = c * size < n ? c * size : n;
   const uint32_t end = begin + size < n ? begin + size : n;
   return {begin, end};
 }
 
-// How many of those chunks are non-empty: the first ones, ceil(n / ceil(n / chunks)).
+// How many of those chunks are non-empty: the first ones, ceil(n / chunk_size(n, chunks)).
 SP_HDI uint32_t nonempty_chunks(uint32_t n, uint32_t chunks) {
-  const uint32_t size = (n + chunks - 1) / chunks;
+  const uint32_t size = chunk_size(n, chunks);
   return (n + size - 1) / size;
 }
 
@@ -83,6 +87,13 @@ SP_HDI Acc attn_merge_weight(const float* row, Acc M) {
   return pm_exp(Acc(row[0]) - M);
 }
 
+// Chunk c's terms of L and o_d (attn_merge_element), with its weight w_c.
+template <class Acc>
+SP_HDI void attn_merge_add(Acc& L, Acc& o, float l_c, float acc_cd, Acc w_c) {
+  L = L + Acc(l_c) * w_c;
+  o = o + Acc(acc_cd) * w_c;
+}
+
 // r(o_d / L), L = Σ_c l_c·w(c), o_d = Σ_c acc_{c,d}·w(c) over the chunks in chunk order; w(c)
 // returns chunk c's weight (computed by attn_merge_weight, or read back from where it was
 // stored).
@@ -91,10 +102,16 @@ SP_HDI bf16 attn_merge_element(const float* rows, size_t row_stride, uint32_t us
   Acc L = 0, o = 0;
   for (uint32_t c = 0; c < used; ++c) {
     const float* row = rows + c * row_stride;
-    const Acc wc = w(c);
-    L = L + Acc(row[1]) * wc;
-    o = o + Acc(row[2 + d]) * wc;
+    attn_merge_add<Acc>(L, o, row[1], row[2 + d], w(c));
   }
+  return to_bf16(o / L);
+}
+
+// attn_merge_element of a single chunk, whose l and acc_d are at hand, with its weight w.
+template <class Acc>
+SP_HDI bf16 attn_merge_lone_element(float l, float acc_d, Acc w) {
+  Acc L = 0, o = 0;
+  attn_merge_add<Acc>(L, o, l, acc_d, w);
   return to_bf16(o / L);
 }
 

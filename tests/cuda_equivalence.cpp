@@ -136,6 +136,28 @@ TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and
     }
 }
 
+TEST_CASE("tiny: short chunks (a warp a q head) and longer ones (the block), one a kv head or several, match") {
+  // Every position's logits over 130 forced tokens: one chunk of 1 to 130 positions, or 4
+  // chunks of ceil(n / 4), 1 to 33 positions; the warp path takes chunks of up to 16.
+  const TinyModel& m = tiny_model();
+  for (uint32_t chunks : {1u, 4u}) {
+    CAPTURE(chunks);
+    BuildOptions b;
+    b.context = 140;
+    b.attn_chunks = chunks;
+    const Graph g = build_decode_graph(m.weights, b);
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < 130; ++i) ids.push_back((i * 37 + 11) % g.params.vocab);
+    auto ref = make_executor(g, m.weights, {ExecutorKind::Sequential});
+    const auto expect = teacher_forced_logits(*ref, g, ids);
+    for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+      CAPTURE(cuda_mode_name(mode));
+      auto ex = make_executor(g, m.weights, cuda_options(mode));
+      check_same_rows(teacher_forced_logits(*ex, g, ids), expect);
+    }
+  }
+}
+
 TEST_CASE("rows of odd length at unaligned addresses: the megakernel (no weight preload possible) and per-op match") {
   const ModelWeights w = spindle::test::unaligned_model();
   check_megakernel_and_per_op(spindle::test::short_context_graph(w), w);
