@@ -76,6 +76,22 @@ TEST_CASE("tiny: a token outside the vocabulary is an error naming the embedding
   CHECK(msg.find("token " + std::to_string(m.graph.params.vocab + 5)) != std::string::npos);
 }
 
+TEST_CASE("tiny: a position past the KV capacity is an error naming an attention task, in every mode") {
+  const TinyModel& m = tiny_model();
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+    CAPTURE(cuda_mode_name(mode));
+    ExecutorOptions o = megakernel_options();
+    o.cuda_mode = mode;
+    auto ex = make_executor(m.graph, m.weights, o);
+    ex->state().position = m.graph.params.context;
+    const std::string msg = error_of([&] { ex->run_steps(1); });
+    CAPTURE(msg);
+    CHECK(msg.find("(attention)") != std::string::npos);
+    CHECK(msg.find("position " + std::to_string(m.graph.params.context) + " is past the KV capacity") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
   const TinyModel& m = tiny_model();
   auto ex = make_executor(m.graph, m.weights, megakernel_options());
