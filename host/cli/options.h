@@ -38,8 +38,8 @@ struct ExecutorFlags {
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb, --cuda-attn-kv-kb,
-// --cuda-attn-score-kb, --watchdog-ms, --device
+// --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
+// --cuda-attn-kv-kb, --cuda-attn-score-kb, --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
