@@ -15,6 +15,7 @@
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
 #include "megakernel/tile_layout.h"
+#include "ops/attention.h"
 #include "tasks/counters.h"
 #include "tasks/operands.h"
 #include "tasks/error.h"
@@ -35,7 +36,7 @@ namespace {
 constexpr uint32_t kAttnScoreBytes = 32 * 1024;
 constexpr uint32_t kAttnKVBytes = 160 * 1024;
 
-uint32_t longest_chunk(const SpGraphParams& p) { return (p.context + p.attn_chunks - 1) / p.attn_chunks; }
+uint32_t longest_chunk(const SpGraphParams& p) { return chunk_size(p.context, p.attn_chunks); }
 
 uint32_t attn_score_positions(const SpGraphParams& p, uint32_t bytes) {
   const uint32_t group = p.n_heads / p.n_kv_heads;

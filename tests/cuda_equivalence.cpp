@@ -146,8 +146,7 @@ TEST_CASE("tiny: short chunks (a warp a q head) and longer ones (the block), one
     b.context = 140;
     b.attn_chunks = chunks;
     const Graph g = build_decode_graph(m.weights, b);
-    std::vector<uint32_t> ids;
-    for (uint32_t i = 0; i < 130; ++i) ids.push_back((i * 37 + 11) % g.params.vocab);
+    const std::vector<uint32_t> ids = spread_ids(g.params.vocab, 130);
     auto ref = make_executor(g, m.weights, {ExecutorKind::Sequential});
     const auto expect = teacher_forced_logits(*ref, g, ids);
     for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {

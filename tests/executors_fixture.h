@@ -65,10 +65,10 @@ inline void check_same_rows(const spindle::LogitRows& got, const spindle::LogitR
   }
 }
 
-// 40 token ids spread over the vocabulary, for teacher-forcing comparisons.
-inline std::vector<uint32_t> spread_ids(uint32_t vocab) {
+// `count` token ids spread over the vocabulary, for teacher-forcing comparisons.
+inline std::vector<uint32_t> spread_ids(uint32_t vocab, uint32_t count = 40) {
   std::vector<uint32_t> ids;
-  for (uint32_t i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % vocab);
+  for (uint32_t i = 0; i < count; ++i) ids.push_back((i * 37 + 11) % vocab);
   return ids;
 }
 
