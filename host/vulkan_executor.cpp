@@ -71,7 +71,7 @@ void check_supported(const Graph& g) {
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
   for (const SpTask& t : g.tasks)
-    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
+    if (sp_projection_matrices(t.op)) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
   return std::max(vecs, 1u);
 }
 
@@ -96,7 +96,7 @@ constexpr uint32_t kUnrolls[] = {1, 2, 4, 8};
 uint32_t default_dot_unroll(const Graph& g) {
   uint32_t k = UINT32_MAX;
   for (const SpTask& t : g.tasks)
-    if (t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP) k = std::min(k, g.views[t.operand[0]].cols);
+    if (sp_projection_matrices(t.op)) k = std::min(k, g.views[t.operand[0]].cols);
   uint32_t unroll = kUnrolls[0];
   for (uint32_t u : kUnrolls)
     if (uint64_t(u) * kDotBlock <= k) unroll = u;

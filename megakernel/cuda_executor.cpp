@@ -100,7 +100,7 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
 size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
-    const uint32_t matrices = cuda::projection_matrices(t.op);
+    const uint32_t matrices = sp_projection_matrices(t.op);
     if (!matrices || t.tile_end <= t.tile_begin) continue;
     const SpView& W = g.views[t.operand[0]];
     const uint64_t end =

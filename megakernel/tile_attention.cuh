@@ -215,8 +215,8 @@ constexpr uint32_t kWarpChunkPositions = 16, kWarpChunkDims = 4;
 
 // True when the warp path takes the step's chunks of `size` positions (chunk_size: every tile of
 // the step takes the same path, a shorter last chunk too, since mixing the two paths in a step
-// measured 1.8-2.5% slower): they fit the lanes and one stage, a head fits four dims a lane, and every
-// q head of the group has a warp.
+// measured 1.8-2.5% slower): they fit the lanes and one stage, a head fits four dims a lane,
+// and every q head of the group has a warp.
 __device__ inline bool attn_warp_chunks(const AttnChunkShape& a, uint32_t size) {
   return size <= kWarpChunkPositions && a.D <= 32 * kWarpChunkDims && a.group <= warps_per_block() &&
          attn_single_stage(a, size);
@@ -273,12 +273,13 @@ __device__ inline void stage_floats(const float* src, float* dst, uint32_t n) {
   stage_to_shared<Src::Data>(reinterpret_cast<const bf16*>(src - skew), reinterpret_cast<bf16*>(dst), 2 * (n + skew));
 }
 
-// The merge's shared memory: head h's rows from rows(h) = base + h * slot + its skew (the
-// float offset, below 16 bytes, that its staged copy keeps; 0 for rows written there), after the
-// tile's scratch (which keeps each head's max), then one weight per row.
+// The merge's shared memory: head h's rows from rows(h) = head(h) + its skew (the float offset,
+// below 16 bytes, that its staged copy keeps; 0 for rows written there), after the tile's
+// scratch (which keeps each head's max), then one weight per row.
 struct MergeArea {
   float* base;
   uint32_t slot;
+  __device__ float* head(uint32_t h) const { return base + h * slot; }
 };
 __device__ inline MergeArea merge_area(uint8_t* smem, uint32_t used, uint32_t stride) {
   return {reinterpret_cast<float*>(smem + kTileScratchBytes), merge_head_floats(used, stride)};
@@ -292,7 +293,7 @@ template <class Rows>
 __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t stride, uint32_t used, uint32_t D,
                                    uint32_t heads, bf16* out, uint8_t* smem) {
   float* M = reinterpret_cast<float*>(smem);  // [heads] (the host keeps heads * 4 within the scratch)
-  float* w = area.base + heads * area.slot;
+  float* w = area.base + heads * area.slot;  // past the last head's rows
   __syncthreads();  // the rows are in place
   for (uint32_t h = threadIdx.x; h < heads; h += blockDim.x) M[h] = attn_merge_max<float>(rows(h), stride, used);
   __syncthreads();
@@ -393,7 +394,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     if (used == 1) return;
   } else {
     attn_chunk_partials(a, K, V, r, [&](uint32_t j) {
-      return used == 1 ? area.base + j * area.slot : head_partials(j) + chunk * a.partial_stride;
+      return used == 1 ? area.head(j) : head_partials(j) + chunk * a.partial_stride;
     }, smem);
   }
   if (used > 1) {
@@ -408,10 +409,10 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     }
     __syncthreads();
     if (!s_last) return;
-    for (uint32_t j = 0; j < G; ++j) stage_floats(head_partials(j), area.base + j * area.slot, used * a.partial_stride);
+    for (uint32_t j = 0; j < G; ++j) stage_floats(head_partials(j), area.head(j), used * a.partial_stride);
     cp_async_wait_all();
   }
-  merge_heads([&](uint32_t j) { return area.base + j * area.slot + (used > 1 ? skew16(head_partials(j)) : 0u); }, area,
+  merge_heads([&](uint32_t j) { return area.head(j) + (used > 1 ? skew16(head_partials(j)) : 0u); }, area,
               uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
 }
 

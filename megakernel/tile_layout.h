@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 #include "ops/hd.h"
-#include "tasks/opcodes.h"
 
 namespace spindle::cuda {
 
@@ -29,9 +28,6 @@ SP_HDI uint32_t align16(uint32_t bytes) { return (bytes + 15u) & ~15u; }
 SP_HDI uint32_t projection_input_offset() { return kTileScratchBytes; }
 SP_HDI uint32_t projection_norm_offset(uint32_t K) { return kTileScratchBytes + align16(K * 2u); }
 SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offset(K) + align16(K * 2u); }
-// The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV: one); 0 for
-// any other opcode, whose task preloads nothing.
-SP_HDI uint32_t projection_matrices(uint32_t op) { return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV ? 1u : 0u; }
 // The persistent kernel's copy of a projection task's weight rows (GATE_UP: the gate rows, then
 // the up rows), after the input, from a 128-byte boundary.
 SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_bytes(K) + 127u) & ~127u; }

@@ -13,6 +13,7 @@
 #include "ops/context.h"
 #include "ops/gemv.h"
 #include "ops/norm.h"
+#include "tasks/opcodes.h"
 #include "tasks/view.h"
 
 namespace spindle::cuda {
@@ -58,7 +59,7 @@ struct ProjectionWeights {
 __device__ inline ProjectionWeights projection_weights(const SpTask& t, const TileContext& c) {
   const SpView& W = c.views[t.operand[0]];
   const size_t skip = size_t(t.tile_begin) * W.row_stride;
-  const uint32_t matrices = projection_matrices(t.op);
+  const uint32_t matrices = sp_projection_matrices(t.op);
   return {{view_data<const bf16>(c, t.operand[0]) + skip,
            matrices == 2 ? view_data<const bf16>(c, t.operand[1]) + skip : nullptr},
           matrices,
@@ -73,7 +74,7 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
 // Returns the bytes started; 0 (nothing started) for every other task.
 __device__ inline uint32_t start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem,
                                                 uint32_t max_bytes, uint32_t smem_bytes, uint32_t bar) {
-  if (!projection_matrices(t.op) || t.tile_end <= t.tile_begin) return 0;
+  if (!sp_projection_matrices(t.op) || t.tile_end <= t.tile_begin) return 0;
   const ProjectionWeights pw = projection_weights(t, c);
   const uint32_t offset = projection_preload_offset(pw.K);
   const uint64_t end =

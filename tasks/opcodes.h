@@ -39,6 +39,15 @@ enum SpOpcode : uint32_t {
 };
 
 #ifdef __cplusplus
+// The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV: one); 0 for
+// any other opcode, which is no projection.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t sp_projection_matrices(uint32_t op) {
+  return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV ? 1u : 0u;
+}
+
 inline const char* sp_opcode_name(uint32_t op) {
   switch (op) {
     case SP_OP_EMBED: return "embed";
