@@ -1,8 +1,8 @@
 // Device loads and the canonical dot (ops/dot.h) done the way it was designed for: one warp,
-// lane l owning elements [256j + 8l, 256j + 8l + 8) through 16-byte loads, products rounded
-// before they are added (the build passes --fmad=false), then the butterfly with
-// __shfl_xor_sync. Lane l < off computes lane[l] + lane[l + off] exactly as the host does;
-// IEEE addition is commutative, so every lane ends with the same bits.
+// lane l owning elements [256j + 8l, 256j + 8l + 8) through 16-byte loads, each product added
+// to the lane's sum (add_product), then the butterfly with __shfl_xor_sync. Lane l < off
+// computes lane[l] + lane[l + off] exactly as the host does; IEEE addition is commutative, so
+// every lane ends with the same bits.
 #pragma once
 #include <stdint.h>
 
@@ -79,13 +79,20 @@ __device__ __forceinline__ void unpack_bf16x8(uint4 u, float (&v)[8]) {
   }
 }
 
+// acc + a * b for two bf16 values a and b, as the host computes it (the product rounded to f32,
+// then added), in one fused multiply-add: a product of two 8-bit significands has at most 16
+// bits, so it is exact in f32 and the fused add rounds the same sum, except for a product
+// below 2^-134 meeting a nonzero sum below 2^-100 (docs/numerics.md). One instruction instead
+// of two (the build passes --fmad=false, so nothing else is fused).
+__device__ __forceinline__ float add_product(float acc, float a, float b) { return fmaf(a, b, acc); }
+
 // One lane's share of a 16-byte block in the canonical order (ops/dot.h): acc += a[e] * b[e]
-// for its 8 bf16 elements in turn, each product rounded before it is added.
+// for its 8 bf16 elements in turn.
 __device__ __forceinline__ void accumulate_bf16x8(float& acc, uint4 a, const float (&b)[8]) {
   float af[8];
   unpack_bf16x8(a, af);
 #pragma unroll
-  for (int e = 0; e < kDotVec; ++e) acc = acc + af[e] * b[e];
+  for (int e = 0; e < kDotVec; ++e) acc = add_product(acc, af[e], b[e]);
 }
 
 // `p`, as a value the compiler cannot know before this point (an empty volatile asm, which
@@ -151,7 +158,7 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
     for (uint32_t k = k0; k < n && k < k0 + kDotVec; ++k) {
       const float bk = bf16_to_f32(load_bf16<B>(b + k));
 #pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = acc[i] + bf16_to_f32(load_bf16<A>(a[i] + k)) * bk;
+      for (int i = 0; i < R; ++i) acc[i] = add_product(acc[i], bf16_to_f32(load_bf16<A>(a[i] + k)), bk);
     }
 #pragma unroll
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);

@@ -162,6 +162,11 @@ TEST_CASE("rows of odd length at unaligned addresses: the megakernel (no weight 
   check_megakernel_and_per_op(spindle::test::short_context_graph(w), w);
 }
 
+TEST_CASE("dots of exact products summed below f32's normal range (the fused add_product): the megakernel and per-op match") {
+  const ModelWeights w = spindle::test::tiny_sums_model();
+  check_megakernel_and_per_op(spindle::test::short_context_graph(w), w);
+}
+
 TEST_CASE("a GEMV task with more rows than its input has elements reads its residual from global memory, and matches") {
   // o_proj of the unaligned model: 60 rows of K = 48 in one task, more than the norm weights'
   // place that a task's residual rows are staged in; down (K = 100) stages its 60.

@@ -9,6 +9,7 @@
 #include "host/decode.h"
 #include "host/graph_builder.h"
 #include "tests/executors_fixture.h"
+#include "tests/hand_built_models.h"
 
 using namespace spindle;
 
@@ -29,6 +30,19 @@ TEST_CASE("threaded executor matches the sequential reference for every worker c
       CHECK(got.tokens == expect.tokens);
       CHECK(std::memcmp(ex->logits().data(), expect_logits.data(), expect_logits.size() * 4) == 0);
     }
+}
+
+TEST_CASE("a model whose LM head sums exact products to f32 subnormals: its logits are that, and threaded matches") {
+  // tiny_sums_model's claim, which the CUDA test of it relies on (docs/numerics.md).
+  const ModelWeights w = spindle::test::tiny_sums_model();
+  const Graph g = spindle::test::short_context_graph(w);
+  const std::vector<uint32_t> prompt = {5, 17, 199};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 10);
+  const auto subnormal = [](float v) { return std::fpclassify(v) == FP_SUBNORMAL; };
+  const auto tiny = [](float v) { return std::fabs(v) < std::ldexp(1.0f, -100); };
+  CHECK(std::all_of(expect.logits.begin(), expect.logits.end(), tiny));
+  CHECK(std::count_if(expect.logits.begin(), expect.logits.end(), subnormal) * 2 > ptrdiff_t(expect.logits.size()));
+  check_same(run_decode(g, w, {ExecutorKind::Threaded, 3}, prompt, 10), expect);
 }
 
 TEST_CASE("sampled decoding is reproducible per seed and identical across executors") {

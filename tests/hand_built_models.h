@@ -1,8 +1,10 @@
 // Hand-built qwen3 models with widths the synthetic presets do not have, for the GPU
 // executors' equivalence tests (their rows at odd lengths and unaligned addresses, or longer
-// than one 256-element block).
+// than one 256-element block), or with values near the bottom of f32's range.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,10 +17,19 @@
 
 namespace spindle::test {
 
+// A tensor element's value, from its tensor's name and shape and the model's generator.
+using ValueOf = std::function<float(const std::string& tensor, const std::vector<uint64_t>& shape, std::mt19937& rng)>;
+
+// Norm weights near 1, the rest small.
+inline float near_one_or_small(const std::string&, const std::vector<uint64_t>& shape, std::mt19937& rng) {
+  std::uniform_real_distribution<float> small(-0.2f, 0.2f);
+  return (shape.size() == 1 ? 1.0f : 0.0f) + small(rng);
+}
+
 // A tiny-shaped qwen3 model with the given widths, its tensors in one arena, each at a
-// multiple of `align` bytes after the last. Norm weights near 1, the rest small.
+// multiple of `align` bytes after the last.
 inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_t head_dim, uint32_t intermediate,
-                               uint64_t align) {
+                               uint64_t align, const ValueOf& value_of = near_one_or_small) {
   ModelWeights w;
   w.source = name;
   w.config = synthetic_config("tiny");
@@ -35,10 +46,9 @@ inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_
   }
   auto values = std::make_shared<std::vector<bf16>>(elements);
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> small(-0.2f, 0.2f);
   for (const auto& [name, ref] : w.tensors)
     for (uint64_t i = 0; i < ref.elements(); ++i)
-      (*values)[ref.offset / sizeof(bf16) + i] = f32_to_bf16((ref.shape.size() == 1 ? 1.0f : 0.0f) + small(rng));
+      (*values)[ref.offset / sizeof(bf16) + i] = f32_to_bf16(value_of(name, ref.shape, rng));
   w.arenas = {{name, values, reinterpret_cast<const uint8_t*>(values->data()), elements * sizeof(bf16)}};
   return w;
 }
@@ -47,6 +57,28 @@ inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_
 // intermediate 100 are not multiples of 8 elements, and the tensors lie back to back, so most
 // start off a 16-byte boundary.
 inline ModelWeights unaligned_model() { return model_with("unaligned", 60, 12, 100, sizeof(bf16)); }
+
+// A model whose LM-head dots sum exact products to f32 subnormals, where a dot that fused
+// inexact products, or flushed subnormals, would differ from the host (docs/numerics.md;
+// every device dot adds its products with the same add_product). The final norm's weights are
+// 2^-60 and the head's rows 2^-66 times magnitudes in [0.1, 0.2] with random signs. The
+// embedding's magnitudes are in [0.1, 0.2] as well, and o_proj's and down's rows are 2^-66
+// times that, so the residual stream keeps the token's embedding (their outputs are far below
+// half its bf16 ulp), whose elements normalise to at least 0.1 / 0.2 = 0.5. So every product
+// is at least 0.5 * 0.1 * 2^-60 * 0.1 * 2^-66 > 2^-134, and sums of 512 of them stay near
+// 2^-126.
+inline ModelWeights tiny_sums_model() {
+  const auto value_of = [](const std::string& tensor, const std::vector<uint64_t>& shape, std::mt19937& rng) {
+    const auto has = [&](const char* part) { return tensor.find(part) != std::string::npos; };
+    std::uniform_real_distribution<float> magnitude(0.1f, 0.2f);
+    const auto bounded = [&](float scale) { return (rng() & 1u ? scale : -scale) * magnitude(rng); };
+    if (tensor == "model.norm.weight") return bounded(std::ldexp(1.0f, -60));
+    if (has("o_proj") || has("down_proj") || has("lm_head")) return bounded(std::ldexp(1.0f, -66));
+    if (has("embed_tokens")) return bounded(1.0f);
+    return near_one_or_small(tensor, shape, rng);
+  };
+  return model_with("tiny-sums", 512, 16, 128, 16, value_of);
+}
 
 // The graph the hand-built models are checked with: 32 positions in 2 attention chunks.
 inline Graph short_context_graph(const ModelWeights& w) {
