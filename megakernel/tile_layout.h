@@ -12,9 +12,6 @@ namespace spindle::cuda {
 // partials, per-head softmax state).
 constexpr uint32_t kTileScratchBytes = 512;
 
-// Warps of a block (the device records fix 256 threads a block).
-constexpr uint32_t kTileWarps = 8;
-
 // ATTENTION accumulators per thread: group * head_dim <= kAttnPairsPerThread * threads.
 constexpr uint32_t kAttnPairsPerThread = 8;
 // ATTENTION keeps each head's running max, and the merge each head's max, in the scratch: at
