@@ -201,7 +201,9 @@ void add_bench_command(CLI::App& app) {
   add_model_option(*cmd, f->model);
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--modes", f->modes, "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph)");
-  cmd->add_option("--positions", f->positions, "context positions the timed steps start at, comma-separated")
+  cmd->add_option("--positions", f->positions,
+                  "context positions the timed steps start at, comma-separated, run in turn; the KV rows before a "
+                  "position hold what earlier runs wrote, so its tokens md5 depends on the positions before it")
       ->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
