@@ -57,6 +57,14 @@ struct MegakernelTuning {
   // measured best on qwen3-0.6b at positions 1 to 4096 (96 KB slower at 4096; docs/JOURNAL.md,
   // sixth session); no qwen3-8b task is that small.
   uint32_t weight_preload_bytes = 64u << 10;
+
+  // Each task, when claimed, asks the L2 for its share of the weights of the stage this many
+  // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none. The next
+  // stage's first 4 MB measured best together on qwen3-0.6b (2-4 MB) and qwen3-8b (4-8 MB);
+  // more slows 0.6b, whose tasks then wait behind the prefetches (docs/JOURNAL.md, fifteenth
+  // session).
+  uint32_t l2_prefetch_distance = 1;
+  uint64_t l2_prefetch_bytes = 4ull << 20;
 };
 
 struct ExecutorOptions {

@@ -46,4 +46,10 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
                : "memory");
 }
 
+// Asks the L2 to fetch `bytes` (a multiple of 16) of global memory from src (16-byte aligned);
+// nothing waits for it.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
 }  // namespace spindle::cuda

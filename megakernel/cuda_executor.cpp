@@ -11,6 +11,7 @@
 #include "megakernel/cuda_handles.h"
 #include "megakernel/device_buffer.h"
 #include "megakernel/device_model.h"
+#include "megakernel/l2_prefetch.h"
 #include "megakernel/failure_message.h"
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
@@ -112,11 +113,14 @@ size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
 
 // Each task's record with its view operands resolved (cuda::StagedTask); slots that hold no
 // view keep their word and a zeroed view.
-std::vector<cuda::StagedTask> staged_tasks(const Graph& g) {
+std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const MegakernelTuning& tuning) {
+  const std::vector<cuda::L2Prefetch> prefetch =
+      cuda::plan_l2_prefetch(g, tuning.l2_prefetch_distance, tuning.l2_prefetch_bytes);
   std::vector<cuda::StagedTask> staged(g.tasks.size());
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     cuda::StagedTask& s = staged[i];
     s.t = g.tasks[i];
+    s.prefetch = prefetch[i];
     for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t v) {
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
@@ -172,7 +176,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   check_supported(g);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
-  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g), "the staged task table");
+  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g, tuning), "the staged task table");
   else d.tasks = upload(g.tasks, "the task table");
   d.counters = DeviceBuffer(size_t(g.num_counters()) * sizeof(uint32_t), "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
@@ -269,6 +273,9 @@ std::string CudaExecutor::describe() const {
   if (!t.weight_preload_bytes) knobs += ", no weight preload";
   else if (!preload_smem_) knobs += ", no task's weights within the " + std::to_string(t.weight_preload_bytes) + "-byte preload";
   else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes";
+  if (t.l2_prefetch_distance && t.l2_prefetch_bytes)
+    knobs += ", L2 prefetch " + std::to_string(t.l2_prefetch_bytes >> 20) + " MiB a stage at distance " +
+             std::to_string(t.l2_prefetch_distance);
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }

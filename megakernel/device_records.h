@@ -55,12 +55,19 @@ struct RunControl {
 // the same counter and does not wait on it: the block may release both with one add.
 constexpr uint32_t kListSameSignal = 0x80000000u;
 
+// `bytes` (a multiple of 16, 0 = none) of a weight arena from byte `offset` (16-byte aligned).
+struct L2Prefetch {
+  uint32_t arena, bytes;
+  uint64_t offset;
+};
+
 // A task's record with its view operands renumbered 0..7 and those views beside it, as the
 // host prepares them once (staged_tasks in cuda_executor.cpp): the persistent kernel copies one
 // to shared memory in a single round trip, and the tiles read everything from there.
 struct StagedTask {
   SpTask t;
   SpView views[SP_TASK_OPERANDS];
+  L2Prefetch prefetch;  // weights of a later stage this task asks the L2 for (l2_prefetch.h)
 };
 
 struct DeviceGraph {

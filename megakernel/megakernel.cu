@@ -103,7 +103,8 @@ __device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st) 
 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
 // shared memory once. Warp 0 stages the claimed task's record and views; thread 0 starts the
-// weight preload and waits on the task's counter; then the block runs the tile, and thread 0
+// weight preload and the task's L2 prefetch for a later stage, and waits on the task's
+// counter; then the block runs the tile, and thread 0
 // signals while thread 32 claims the next task.
 template <int MinBlocksPerSm>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
@@ -161,6 +162,8 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       }
       if (l.preload_bytes)
         s_preload.bytes = start_weight_preload(s_staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
+      const L2Prefetch ahead = s_staged.prefetch;  // after this task's own copies, which it needs first
+      if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
       const uint64_t claimed_ns = global_timer_ns();
       s_ready = wait_for_task(g, l, s_staged.t, task.task, task.step, s_d);
       if (progress) progress[4 * blockIdx.x + 2] = 2;

@@ -109,6 +109,14 @@ TEST_CASE("--cuda-blocks-per-sm other than 1 or 2 is refused, naming the option"
   }
 }
 
+TEST_CASE("--cuda-l2-prefetch-mb above 1024 is refused, naming the option and range") {
+  CHECK(run_cli("bench --help").out_has("--cuda-l2-prefetch-distance"));
+  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-l2-prefetch-mb 1025");
+  CHECK(r.status != 0);
+  CHECK(r.err_has("--cuda-l2-prefetch-mb"));
+  CHECK(r.err_has("not in range 0 to 1024"));
+}
+
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   if (spindle::best_executor_kind() == spindle::ExecutorKind::Cuda) {
     CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda").status == 0);

@@ -80,6 +80,15 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   add_shared_kib_option(cmd, "--cuda-attn-score-kb", flags.cuda_attn_score_kb,
                         "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
                         "position and q head of the group); a chunk with more positions is scored twice; 0 = 32");
+  cmd.add_option("--cuda-l2-prefetch-distance", flags.cuda_l2_prefetch_distance,
+                 "cuda megakernel only: each task, when claimed, asks the L2 for its share of the weights of the "
+                 "stage this many stages later, counted around the step (bulk prefetch); 0 = none")
+      ->capture_default_str();
+  cmd.add_option("--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
+                 "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
+                 "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1024u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -114,6 +123,8 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
+  o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;
+  o.megakernel.l2_prefetch_bytes = uint64_t(flags.cuda_l2_prefetch_mb) << 20;
   return o;
 }
 

@@ -36,10 +36,13 @@ struct ExecutorFlags {
   uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
   uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
+  uint32_t cuda_l2_prefetch_distance = ExecutorOptions{}.megakernel.l2_prefetch_distance;
+  uint32_t cuda_l2_prefetch_mb = uint32_t(ExecutorOptions{}.megakernel.l2_prefetch_bytes >> 20);
 };
 
 // --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
-// --cuda-attn-kv-kb, --cuda-attn-score-kb, --watchdog-ms, --device
+// --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
+// --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 

@@ -1,0 +1,92 @@
+#include "megakernel/l2_prefetch.h"
+
+#include <algorithm>
+
+#include "megakernel/per_op.h"
+#include "megakernel/tile_layout.h"
+
+namespace spindle::cuda {
+namespace {
+
+struct Span {
+  uint32_t arena;
+  uint64_t begin, end;  // bytes of the arena
+};
+
+// The target stage's weight rows in task order, 16-byte aligned (outward, within the arena),
+// cut after `budget` bytes.
+std::vector<Span> stage_weight_spans(const Graph& g, const Stage& st, uint64_t budget) {
+  std::vector<Span> spans;
+  uint64_t taken = 0;
+  for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i) {
+    const SpTask& t = g.tasks[i];
+    const uint32_t matrices = sp_projection_matrices(t.op);
+    for (uint32_t m = 0; m < matrices && t.tile_end > t.tile_begin && taken < budget; ++m) {
+      const SpView& W = g.views[t.operand[m]];
+      if (W.arena < SP_ARENA_WEIGHTS0) continue;
+      const uint64_t first = sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u;
+      const uint64_t bytes = preload_span_bytes(t.tile_end - t.tile_begin, W.cols, W.row_stride);
+      const uint64_t begin = first & ~uint64_t(15), end = std::min((first + bytes + 15u) & ~uint64_t(15),
+                                                                   g.arenas[W.arena].bytes);
+      const uint64_t kept = std::min(end - begin, budget - taken);
+      spans.push_back({W.arena, begin, begin + kept});
+      taken += kept;
+    }
+  }
+  return spans;
+}
+
+// Sorted, with overlapping or touching spans of one arena joined.
+std::vector<Span> merged(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.arena != b.arena ? a.arena < b.arena : a.begin < b.begin; });
+  std::vector<Span> out;
+  for (const Span& s : spans) {
+    if (!out.empty() && out.back().arena == s.arena && s.begin <= out.back().end)
+      out.back().end = std::max(out.back().end, s.end);
+    else out.push_back(s);
+  }
+  return out;
+}
+
+// Pieces per range for `tasks` tasks: one each (the first `tasks` ranges when there are more),
+// the rest in proportion to the ranges' bytes.
+std::vector<uint32_t> pieces_per_range(const std::vector<Span>& ranges, uint32_t tasks) {
+  std::vector<uint32_t> pieces(ranges.size(), 0);
+  uint64_t total = 0;
+  for (size_t r = 0; r < ranges.size() && r < tasks; ++r) {
+    pieces[r] = 1;
+    total += ranges[r].end - ranges[r].begin;
+  }
+  uint32_t left = tasks > ranges.size() ? tasks - uint32_t(ranges.size()) : 0;
+  const uint32_t extra = left;
+  for (size_t r = 0; r < ranges.size() && left && total; ++r) {
+    const uint32_t more = std::min<uint64_t>(left, extra * (ranges[r].end - ranges[r].begin) / total);
+    pieces[r] += more;
+    left -= more;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, uint32_t distance, uint64_t stage_budget) {
+  std::vector<L2Prefetch> plan(g.tasks.size(), L2Prefetch{0, 0, 0});
+  const std::vector<Stage> stages = graph_stages(g);
+  if (distance == 0 || stage_budget == 0 || stages.empty()) return plan;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const Stage& st = stages[s];
+    const std::vector<Span> ranges = merged(stage_weight_spans(g, stages[(s + distance) % stages.size()], stage_budget));
+    const std::vector<uint32_t> pieces = pieces_per_range(ranges, st.tasks);
+    uint32_t task = st.first_task;
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const uint64_t bytes = ranges[r].end - ranges[r].begin;
+      const uint64_t piece = pieces[r] ? ((bytes + pieces[r] - 1) / pieces[r] + 15u) & ~uint64_t(15) : 0;
+      for (uint64_t at = ranges[r].begin; piece && at < ranges[r].end; at += piece)
+        plan[task++] = {ranges[r].arena, uint32_t(std::min(piece, ranges[r].end - at)), at};
+    }
+  }
+  return plan;
+}
+
+}  // namespace spindle::cuda

@@ -1,0 +1,25 @@
+// The persistent kernel's L2 prefetch plan. Weights do not depend on activations, so a stage's
+// weights can be fetched while earlier stages run: each task, when claimed, asks the L2 for a
+// share of the weights of the stage `distance` stages later (cp.async.bulk.prefetch.L2), so
+// that stage's tiles find them in L2 instead of waiting a round trip to HBM for each group of
+// rows (docs/JOURNAL.md, fifteenth session).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "megakernel/device_records.h"
+#include "tasks/graph.h"
+
+namespace spindle::cuda {
+
+// One L2Prefetch per task of g (bytes 0: none). Stages are the runs of tasks with the same
+// signal counter (graph_stages), counted around the step, so the last stages prefetch for the
+// next step's first ones. The target stage's projection weight rows, in task order (the order
+// tickets hand them out) and cut after `stage_budget` bytes, are merged into contiguous ranges,
+// each range split into 16-byte-aligned pieces, at least one a range and otherwise in
+// proportion to its bytes, and the pieces are handed to the prefetching stage's tasks in order;
+// ranges left over when a stage has fewer tasks than ranges are not prefetched. Only weight
+// arenas are prefetched. distance 0 or stage_budget 0: no prefetch.
+std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, uint32_t distance, uint64_t stage_budget);
+
+}  // namespace spindle::cuda

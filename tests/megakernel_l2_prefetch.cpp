@@ -1,0 +1,96 @@
+// The persistent kernel's L2 prefetch plan (megakernel/l2_prefetch.h), checked on the host
+// against the graph walked granule by granule: which 16-byte granules of the weight arenas each
+// stage's tasks prefetch, against the rows of the stage `distance` stages later.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "executors_fixture.h"
+#include "megakernel/l2_prefetch.h"
+#include "megakernel/per_op.h"
+
+using namespace spindle;
+using Granules = std::set<std::pair<uint32_t, uint64_t>>;  // (arena, offset / 16)
+
+namespace {
+
+// The granules of every weight row the stage's projection tasks read, in task order, until
+// `budget` bytes of rows are counted.
+Granules rows_of(const Graph& g, const cuda::Stage& st) {
+  Granules out;
+  for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
+    const SpTask& t = g.tasks[i];
+    for (uint32_t m = 0; m < sp_projection_matrices(t.op); ++m) {
+      const SpView& W = g.views[t.operand[m]];
+      for (uint32_t r = t.tile_begin; r < t.tile_end; ++r) {
+        const uint64_t first = sp_view_offset(W) + uint64_t(r) * W.row_stride * 2u;
+        for (uint64_t b = first / 16; b < (first + W.cols * 2u + 15) / 16; ++b) out.insert({W.arena, b});
+      }
+    }
+  }
+  return out;
+}
+
+// The granules the stage's tasks prefetch; every granule once, every range aligned and inside
+// its weight arena.
+Granules prefetched_by(const Graph& g, const cuda::Stage& st, const std::vector<cuda::L2Prefetch>& plan) {
+  Granules out;
+  for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
+    const cuda::L2Prefetch& p = plan[i];
+    if (!p.bytes) continue;
+    CHECK(p.arena >= SP_ARENA_WEIGHTS0);
+    CHECK(p.offset % 16 == 0);
+    CHECK(p.bytes % 16 == 0);
+    CHECK(p.offset + p.bytes <= g.arenas[p.arena].bytes);
+    for (uint64_t b = p.offset / 16; b < (p.offset + p.bytes) / 16; ++b) CHECK(out.insert({p.arena, b}).second);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("each stage prefetches exactly the weight rows of the stage `distance` later, around the step") {
+  const Graph& g = tiny_model().graph;
+  const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
+  for (const SpView& v : g.views) REQUIRE(v.row_stride == v.cols);  // rows without gaps: spans are rows
+  for (uint32_t distance : {1u, 2u, 3u}) {
+    CAPTURE(distance);
+    const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, distance, uint64_t(1) << 30);
+    REQUIRE(plan.size() == g.tasks.size());
+    size_t with_weights = 0;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      CAPTURE(s);
+      const Granules want = rows_of(g, stages[(s + distance) % stages.size()]);
+      with_weights += !want.empty();
+      CHECK(prefetched_by(g, stages[s], plan) == want);
+    }
+    CHECK(with_weights > stages.size() / 2);  // the check above saw real ranges
+  }
+}
+
+TEST_CASE("a stage budget prefetches the target's leading rows, about that many bytes") {
+  const Graph& g = tiny_model().graph;
+  const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
+  const uint64_t budget = 4096;
+  const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, 1, budget);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    CAPTURE(s);
+    const cuda::Stage& target = stages[(s + 1) % stages.size()];
+    const Granules all = rows_of(g, target), got = prefetched_by(g, stages[s], plan);
+    for (const auto& granule : got) CHECK(all.count(granule));
+    if (all.empty()) continue;
+    CHECK(got.size() * 16 >= budget);
+    CHECK(got.size() * 16 <= budget + 16 * 2 * target.tasks);  // each span rounded outward
+    const SpTask& first = g.tasks[target.first_task];  // the rows tickets hand out first
+    const SpView& W = g.views[first.operand[0]];
+    CHECK(got.count({W.arena, (sp_view_offset(W) + uint64_t(first.tile_begin) * W.row_stride * 2u) / 16}));
+  }
+}
+
+TEST_CASE("distance 0 or a zero budget prefetches nothing") {
+  const Graph& g = tiny_model().graph;
+  for (const auto& [distance, budget] : {std::pair<uint32_t, uint64_t>{0, 1u << 30}, {2, 0}})
+    for (const cuda::L2Prefetch& p : cuda::plan_l2_prefetch(g, distance, budget)) CHECK(p.bytes == 0);
+}
