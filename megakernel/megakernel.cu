@@ -94,8 +94,9 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // it from L2 in between. Lane 0 reads `counter` (acquire) in the same round trip and returns
 // it: the counter this block last signalled or waited on, which its next task most often waits
 // on, so that a block that finished its last task late finds its wait met without another
-// round trip (docs/JOURNAL.md, fifteenth session). The loads are volatile so that they stay in
-// this order: the acquire does not hold back loads issued before it.
+// round trip (docs/JOURNAL.md, fifteenth session). The record's load is load16<Src::Resident>
+// made volatile, so that it stays ahead of the acquire, which does not hold back loads issued
+// before it.
 __device__ uint32_t stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st, uint32_t counter) {
   constexpr uint32_t kPieces = sizeof(StagedTask) / 16;
   static_assert(sizeof(StagedTask) % 16 == 0 && kPieces <= 32);
@@ -114,8 +115,8 @@ __device__ uint32_t stage_task(const DeviceGraph& g, uint32_t task, StagedTask& 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
 // shared memory once. Warp 0 stages the claimed task's record and views; thread 0 starts the
 // weight preload and the task's L2 prefetch for a later stage, and waits on the task's
-// counter; then the block runs the tile, and thread 0
-// signals while thread 32 claims the next task.
+// counter; then the block runs the tile, and thread 0 signals while thread 32 claims the next
+// task.
 template <int MinBlocksPerSm>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];

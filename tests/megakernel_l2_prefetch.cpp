@@ -3,7 +3,6 @@
 // stage's tasks prefetch, against the rows of the stage `distance` stages later.
 #include <doctest/doctest.h>
 
-#include <map>
 #include <set>
 #include <utility>
 
@@ -16,8 +15,7 @@ using Granules = std::set<std::pair<uint32_t, uint64_t>>;  // (arena, offset / 1
 
 namespace {
 
-// The granules of every weight row the stage's projection tasks read, in task order, until
-// `budget` bytes of rows are counted.
+// The granules of every weight row the stage's projection tasks read.
 Granules rows_of(const Graph& g, const cuda::Stage& st) {
   Granules out;
   for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
