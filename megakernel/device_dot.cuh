@@ -31,6 +31,9 @@ __device__ __forceinline__ uint64_t l2_evict_last() {
   return policy;
 }
 
+// Resident's 16-byte load, shared by load16 and load16_resident_in_order.
+#define SP_LOAD16_RESIDENT "ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+
 template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
   if constexpr (S == Src::Weight) {
@@ -41,15 +44,21 @@ __device__ __forceinline__ uint4 load16(const void* p) {
     return v;
   } else if constexpr (S == Src::Resident) {
     uint4 v;
-    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(l2_evict_last()));
+    asm(SP_LOAD16_RESIDENT : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(l2_evict_last()));
     return v;
   } else if constexpr (S == Src::Data) {
     return __ldcg(reinterpret_cast<const uint4*>(p));
   } else {
     return *reinterpret_cast<const uint4*>(p);
   }
+}
+
+// load16<Src::Resident> as volatile asm, which the compiler keeps in program order with other
+// volatile asm (an atomic's), where it may move a plain asm past them.
+__device__ __forceinline__ uint4 load16_resident_in_order(const void* p) {
+  uint4 v;
+  asm volatile(SP_LOAD16_RESIDENT : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(l2_evict_last()));
+  return v;
 }
 
 template <Src S>

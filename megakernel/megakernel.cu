@@ -91,25 +91,21 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 
 // Warp 0 (all lanes): copies task `task`'s staged record into `st`, all of it in one round
 // trip, read as Resident: each record is read once a step, and the weight stream would evict
-// it from L2 in between. Lane 0 reads `counter` (acquire) in the same round trip and returns
-// it: the counter this block last signalled or waited on, which its next task most often waits
-// on, so that a block that finished its last task late finds its wait met without another
-// round trip (docs/JOURNAL.md, fifteenth session). The record's load is load16<Src::Resident>
-// made volatile, so that it stays ahead of the acquire, which does not hold back loads issued
-// before it.
-__device__ uint32_t stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st, uint32_t counter) {
+// it from L2 in between. In the same round trip lane 0 (thread 0) reads the counter the block
+// last signalled or waited on (acquire) into d.known_value: the next task most often waits on
+// it, so a block that finished its last task late finds its wait met without another round
+// trip (docs/JOURNAL.md, fifteenth session). The record's load stays ahead of the acquire,
+// which does not hold back loads issued before it.
+__device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st, Dispatcher& d) {
   constexpr uint32_t kPieces = sizeof(StagedTask) / 16;
   static_assert(sizeof(StagedTask) % 16 == 0 && kPieces <= 32);
   const uint32_t lane = lane_id();
   uint4 piece{};
-  if (lane < kPieces)
-    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(piece.x), "=r"(piece.y), "=r"(piece.z), "=r"(piece.w)
-                 : "l"(reinterpret_cast<const uint4*>(g.staged + task) + lane), "l"(l2_evict_last()));
-  const uint32_t seen = lane == 0 && counter != SP_NO_COUNTER ? DeviceAtomic(g.counters[counter]).load(kAcquire) : 0u;
+  if (lane < kPieces) piece = load16_resident_in_order(reinterpret_cast<const uint4*>(g.staged + task) + lane);
+  if (lane == 0 && d.known_counter != SP_NO_COUNTER)
+    d.known_value = DeviceAtomic(g.counters[d.known_counter]).load(kAcquire);  // counters only grow
   if (lane < kPieces) reinterpret_cast<uint4*>(&st)[lane] = piece;
   __syncwarp();
-  return seen;
 }
 
 // Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
@@ -163,10 +159,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     __syncthreads();
     const Claimed task = s_task;
     if (!task.valid) break;
-    if (threadIdx.x < 32) {
-      const uint32_t seen = stage_task(g, task.task, s_staged, s_d.known_counter);
-      if (threadIdx.x == 0 && s_d.known_counter != SP_NO_COUNTER) s_d.known_value = seen;  // counters only grow
-    }
+    if (threadIdx.x < 32) stage_task(g, task.task, s_staged, s_d);
     if (threadIdx.x == 0) {
       uint32_t* progress = s_d.progress;
       if (progress) {
