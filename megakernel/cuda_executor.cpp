@@ -140,7 +140,7 @@ DeviceBuffer upload(const std::vector<T>& host, const std::string& what) {
 
 struct CudaExecutor::Device {
   cuda::DeviceModel model;
-  DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, trace;
+  DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, stage_first, stage_claims, trace;
   DeviceBuffer progress;
   std::vector<cuda::Stage> stages;
   cuda::DeviceGraph graph{};
@@ -194,6 +194,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit));
 
+  uint32_t n_stages = 0;  // the ticket schedule's
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
@@ -223,6 +224,12 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
       }
       d.list_begin = upload(begin, "the static schedule");
       d.list_tasks = upload(tasks, "the static schedule");
+    } else {
+      std::vector<uint32_t> first;
+      for (const cuda::Stage& st : cuda::graph_stages(g)) first.push_back(st.first_task);
+      n_stages = uint32_t(first.size());
+      first.push_back(uint32_t(g.tasks.size()));
+      d.stage_first = upload(first, "the stage table");
     }
   } else {
     cuda::prepare_stage_kernel(d.smem);
@@ -242,6 +249,8 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                               d.counters.as<uint32_t>(),
                               d.list_begin.as<const uint32_t>(),
                               d.list_tasks.as<const uint32_t>(),
+                              d.stage_first.as<const uint32_t>(),
+                              n_stages,
                               d.control.as<cuda::RunControl>()};
   if (opt.cuda_mode == CudaMode::Graph) d.capture_step_graph();
   logits_.resize(g.views[g.io.logits].cols);
@@ -308,11 +317,16 @@ void CudaExecutor::run_on_device(uint32_t steps) {
   SP_CUDA(cudaEventRecord(d.start.get(), d.stream.get()));
   if (opt_.cuda_mode == CudaMode::Megakernel) {
     const uint32_t per_launch = opt_.steps_per_launch ? opt_.steps_per_launch : steps;
+    const size_t claims_bytes = size_t(std::min(per_launch, steps)) * d.graph.n_stages * sizeof(uint32_t);
+    if (d.stage_claims.bytes() < claims_bytes) d.stage_claims = DeviceBuffer(claims_bytes, "the stage claims");
     for (uint32_t done = 0; done < steps; done += per_launch) {
-      SP_CUDA(cudaMemsetAsync(&d.control.as<cuda::RunControl>()->ticket, 0, sizeof(unsigned long long), d.stream.get()));
       cuda::MegakernelLaunch launch{};
       launch.first_step = steps_done_ + done;
       launch.steps = std::min(per_launch, steps - done);
+      launch.stage_claims = d.stage_claims.as<uint32_t>();
+      if (launch.stage_claims)
+        SP_CUDA(cudaMemsetAsync(launch.stage_claims, 0, size_t(launch.steps) * d.graph.n_stages * sizeof(uint32_t),
+                                d.stream.get()));
       launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
       launch.input_cache = opt_.megakernel.input_cache;
       launch.merge_release = opt_.megakernel.merge_release;

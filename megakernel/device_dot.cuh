@@ -19,9 +19,8 @@ namespace spindle::cuda {
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
 //  Resident: read-only and small, read by every block at every layer or step (norm weights,
-//          the RoPE table, staged task records): kept in L2 with an evict-last policy, since
-//          the streamed weights would evict them between two uses and each block would wait on
-//          HBM for them.
+//          the RoPE table): kept in L2 with an evict-last policy, since the streamed weights
+//          would evict them between two uses and each block would wait on HBM for them.
 //  Shared: this block's shared memory.
 enum class Src { Weight, Data, Resident, Shared };
 
@@ -30,9 +29,6 @@ __device__ __forceinline__ uint64_t l2_evict_last() {
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-
-// Resident's 16-byte load, shared by load16 and load16_resident_in_order.
-#define SP_LOAD16_RESIDENT "ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
 
 template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
@@ -44,21 +40,15 @@ __device__ __forceinline__ uint4 load16(const void* p) {
     return v;
   } else if constexpr (S == Src::Resident) {
     uint4 v;
-    asm(SP_LOAD16_RESIDENT : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(l2_evict_last()));
+    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(l2_evict_last()));
     return v;
   } else if constexpr (S == Src::Data) {
     return __ldcg(reinterpret_cast<const uint4*>(p));
   } else {
     return *reinterpret_cast<const uint4*>(p);
   }
-}
-
-// load16<Src::Resident> as volatile asm, which the compiler keeps in program order with other
-// volatile asm (an atomic's), where it may move a plain asm past them.
-__device__ __forceinline__ uint4 load16_resident_in_order(const void* p) {
-  uint4 v;
-  asm volatile(SP_LOAD16_RESIDENT : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(l2_evict_last()));
-  return v;
 }
 
 template <Src S>

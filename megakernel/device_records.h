@@ -37,7 +37,6 @@ struct DeviceTrace {
 // Device memory the host rewrites before each run; the captured per-op graph reads it too,
 // so nothing here is baked into a launch.
 struct RunControl {
-  unsigned long long ticket;  // next ticket of the megakernel's dynamic schedule
   uint32_t abort;             // raised by the first failure; every waiter checks it
   uint32_t step_base;         // executor step of the run's first step
   uint32_t state_step_base;   // SpStepState::step at the run's start (per-op kernels derive
@@ -82,6 +81,8 @@ struct DeviceGraph {
   const uint32_t* list_begin;  // static schedule: block b runs list_tasks[list_begin[b] ..
   const uint32_t* list_tasks;  // list_begin[b+1]) each step (task | kListSameSignal flag);
                                // nullptr for the ticket schedule
+  const uint32_t* stage_first;  // ticket schedule: stage s is tasks stage_first[s] ..
+  uint32_t n_stages;            // stage_first[s+1] (graph_stages); else nullptr and 0
   RunControl* control;
 };
 

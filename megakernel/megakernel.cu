@@ -10,12 +10,26 @@
 namespace spindle::cuda {
 namespace {
 
-// A claim on a task: a ticket (dynamic schedule) or an index into the block's static list,
-// over all `steps` of the launch, decoded when the block gets to it.
+enum ClaimKind : uint32_t {
+  kClaimEnd,      // the launch's tasks are all claimed, or the run was aborted
+  kClaimTask,
+  kClaimPending,  // the stage tried was exhausted: the claim goes on at the next stage
+};
+
+// A claim on a task of step `step`. Static lists: `same_signal` when the list's next entry
+// signals the same counter (kListSameSignal).
 struct Claimed {
-  bool valid;
-  bool same_signal;  // static list: the next entry signals the same counter (kListSameSignal)
+  uint32_t kind;  // ClaimKind
+  bool same_signal;
   uint32_t task, step;
+};
+
+// Thread 32's state from claim to claim. Ticket schedule: the (step, stage) the next attempt
+// goes to, and how many tasks of that stage the block holds. Static lists: entries claimed so
+// far, over all steps of the launch.
+struct Claimer {
+  uint32_t step, stage, taken;  // step: launch-relative
+  unsigned long long next_static;
 };
 
 // Thread 0's state from task to task.
@@ -23,6 +37,8 @@ struct Dispatcher {
   unsigned long long start_ns, wait_ns;
   uint32_t known_counter, known_value;  // a value of one counter this block has acquired
   uint32_t pending, pending_counter;    // releases held for the next task
+  uint32_t record_phase;                // bit b: the phase of s_record_bar[b] to wait for
+  uint32_t next_requested;              // the next task's record is on its way
   // The run control's, read once: the control block is global memory, and every acquire
   // empties the L1, so each read would be another round trip on the way to the next task.
   DeviceTrace* trace;
@@ -30,40 +46,57 @@ struct Dispatcher {
   uint32_t step_base;
 };
 
-// Thread 32 (the claimer). `next_static` counts the block's static-list entries claimed so far.
-__device__ uint64_t claim_task(const DeviceGraph& g, unsigned long long& next_static) {
-  if (g.list_begin) return next_static++;
-  return atomicAdd(&g.control->ticket, 1ull);
-}
-
-__device__ Claimed decode_claim(const DeviceGraph& g, const MegakernelLaunch& l, uint64_t claim) {
-  uint32_t begin = 0, len = g.n_tasks;
+// One claim attempt. Ticket schedule: a block claims the tasks of each stage of each step in
+// turn, each from the stage's own ticket counter, taking at most its quota, ceil(tasks /
+// blocks), from a stage: usually one, so the task it claims ahead (below) is never of the stage
+// it is running. An exhausted stage makes the claim pending at the next. Every block visits
+// every stage until it has its quota there or finds it exhausted, so no stage is left with
+// unclaimed tasks (quota x blocks >= tasks; the grid is co-resident), and a block claims in
+// stage order, so the earliest unfinished stage always has its tasks running.
+__device__ Claimed attempt_claim(const DeviceGraph& g, const MegakernelLaunch& l, Claimer& c) {
   if (g.list_begin) {
-    begin = g.list_begin[blockIdx.x];
-    len = g.list_begin[blockIdx.x + 1] - begin;
+    const uint32_t begin = g.list_begin[blockIdx.x], len = g.list_begin[blockIdx.x + 1] - begin;
+    const unsigned long long claim = c.next_static++;
+    if (claim >= uint64_t(l.steps) * len) return {kClaimEnd, false, 0, 0};
+    const uint32_t entry = g.list_tasks[begin + uint32_t(claim % len)];
+    return {kClaimTask, (entry & kListSameSignal) != 0, entry & ~kListSameSignal, l.first_step + uint32_t(claim / len)};
   }
-  if (claim >= uint64_t(l.steps) * len) return {false, false, 0, 0};
-  const uint32_t index = uint32_t(claim % len);
-  const uint32_t entry = g.list_begin ? g.list_tasks[begin + index] : index;
-  return {true, (entry & kListSameSignal) != 0, entry & ~kListSameSignal, l.first_step + uint32_t(claim / len)};
+  if (c.step >= l.steps) return {kClaimEnd, false, 0, 0};
+  const uint32_t first = g.stage_first[c.stage], tasks = g.stage_first[c.stage + 1] - first;
+  const uint32_t ticket = atomicAdd(l.stage_claims + size_t(c.step) * g.n_stages + c.stage, 1u);
+  const Claimed got{kClaimTask, false, first + ticket, l.first_step + c.step};
+  const bool claimed = ticket < tasks;
+  if (!claimed || ++c.taken == (tasks + gridDim.x - 1) / gridDim.x) {
+    c.taken = 0;
+    if (++c.stage == g.n_stages) c.stage = 0, ++c.step;
+  }
+  return claimed ? got : Claimed{kClaimPending, false, 0, 0};
 }
 
-// Thread 32: the block's next task, or an invalid one once the launch's tasks are all claimed
-// or the run was aborted. It runs while thread 0 releases the last task, so the two round
-// trips overlap.
-__device__ Claimed claim_next(const DeviceGraph& g, const MegakernelLaunch& l, unsigned long long& next_static) {
-  const uint64_t claim = claim_task(g, next_static);
-  const bool aborted = run_aborted(g.control);
-  Claimed c = decode_claim(g, l, claim);
-  if (aborted) c.valid = false;
-  return c;
+// Thread 32: attempts until the claim is a task or the end, which it also is once the run
+// was aborted (the flag read beside each attempt, in its round trip).
+__device__ Claimed claim_task(const DeviceGraph& g, const MegakernelLaunch& l, Claimer& c) {
+  for (;;) {
+    const bool aborted = run_aborted(g.control);
+    const Claimed claim = attempt_claim(g, l, c);
+    if (aborted) return {kClaimEnd, false, 0, 0};
+    if (claim.kind != kClaimPending) return claim;
+  }
+}
+
+// Thread 0 (for the next task) or 32 (for a claim it completed late): starts copying task
+// `task`'s staged record (the record with its views, resolved on the host) into `st`,
+// completing on `bar`. The buffer's last readers passed a barrier since.
+__device__ void request_record(const DeviceGraph& g, uint32_t task, StagedTask& st, uint32_t bar) {
+  fence_proxy_async_shared();
+  mbar_arrive_expect_tx(bar, sizeof(StagedTask));
+  bulk_copy_to_shared(smem_address(&st), g.staged + task, sizeof(StagedTask), bar);
 }
 
 // Thread 0: waits until the task's counter reaches its target for `step` (acquire), backing
-// off with __nanosleep. A value this block has already acquired (by a wait, or by the
-// acquire-release add of its own last signal) that reaches the target needs no new load:
-// counters only grow, and that acquire already ordered what follows. False when the run was
-// aborted or this wait outlived the watchdog, which it then reports.
+// off with __nanosleep. A value this block has already acquired that reaches the target needs
+// no new load: counters only grow, and that acquire already ordered what follows. False when
+// the run was aborted or this wait outlived the watchdog, which it then reports.
 __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, const SpTask& t, uint32_t task,
                               uint32_t step, Dispatcher& d) {
   if (t.wait_counter == SP_NO_COUNTER) return true;
@@ -89,78 +122,71 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
   return true;
 }
 
-// Warp 0 (all lanes): copies task `task`'s staged record into `st`, all of it in one round
-// trip, read as Resident: each record is read once a step, and the weight stream would evict
-// it from L2 in between. In the same round trip lane 0 (thread 0) reads the counter the block
-// last signalled or waited on (acquire) into d.known_value: the next task most often waits on
-// it, so a block that finished its last task late finds its wait met without another round
-// trip (docs/JOURNAL.md, fifteenth session). The record's load stays ahead of the acquire,
-// which does not hold back loads issued before it.
-__device__ void stage_task(const DeviceGraph& g, uint32_t task, StagedTask& st, Dispatcher& d) {
-  constexpr uint32_t kPieces = sizeof(StagedTask) / 16;
-  static_assert(sizeof(StagedTask) % 16 == 0 && kPieces <= 32);
-  const uint32_t lane = lane_id();
-  uint4 piece{};
-  if (lane < kPieces) piece = load16_resident_in_order(reinterpret_cast<const uint4*>(g.staged + task) + lane);
-  if (lane == 0 && d.known_counter != SP_NO_COUNTER)
-    d.known_value = DeviceAtomic(g.counters[d.known_counter]).load(kAcquire);  // counters only grow
-  if (lane < kPieces) reinterpret_cast<uint4*>(&st)[lane] = piece;
-  __syncwarp();
-}
-
-// Each block runs the tasks it claims, in claim order. Params and arena bases are copied to
-// shared memory once. Warp 0 stages the claimed task's record and views; thread 0 starts the
-// weight preload and the task's L2 prefetch for a later stage, and waits on the task's
-// counter; then the block runs the tile, and thread 0 signals while thread 32 claims the next
-// task.
+// Each block runs the tasks it claims, in claim order, holding one claim ahead: the next
+// task's staged record is copied into the other of two buffers while the current task runs,
+// so no record load lies between two tasks (docs/JOURNAL.md, sixteenth session). Params and
+// arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
+// record, starts the weight preload and the task's L2 prefetch for a later stage, and waits on
+// the task's counter; the block runs the tile; then thread 0 releases while thread 32 claims
+// the task after the next.
 template <int MinBlocksPerSm>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ Claimed s_task;
+  __shared__ Claimed s_task, s_next;
   __shared__ uint32_t s_ready;
-  __shared__ __align__(16) StagedTask s_staged;
+  __shared__ __align__(16) StagedTask s_staged[2];
   __shared__ __align__(16) SpGraphParams s_params;
   __shared__ uint8_t* s_arenas[SP_MAX_ARENAS];
   __shared__ InputKey s_input;
   __shared__ WeightPreload s_preload;
-  __shared__ __align__(8) uint64_t s_preload_bar;
+  __shared__ __align__(8) uint64_t s_preload_bar, s_record_bar[2];
 
   for (uint32_t i = threadIdx.x; i < g.n_arenas; i += blockDim.x) s_arenas[i] = g.ctx.arenas[i];
   if (threadIdx.x < sizeof(SpGraphParams) / 4)
     reinterpret_cast<uint32_t*>(&s_params)[threadIdx.x] = reinterpret_cast<const uint32_t*>(g.ctx.params)[threadIdx.x];
-  const TileContext ctx{&s_params, s_staged.views, s_arenas, g.ctx.state};
   if (threadIdx.x == 0) {
     s_input.valid = 0;
     s_preload = {0, smem_address(&s_preload_bar), 0};
     mbar_init(s_preload.bar, 1);
+    mbar_init(smem_address(&s_record_bar[0]), 1);
+    mbar_init(smem_address(&s_record_bar[1]), 1);
     mbar_init_fence();
   }
   __syncthreads();
 
-  // Thread 0's state across tasks lives in shared memory, not in registers: the kernel is at
-  // its register limit, and a loop-carried value the compiler spilled to local memory would
-  // sit in the L1 that every acquire load invalidates.
+  // Thread 0's and 32's state across tasks lives in shared memory, not in registers: the
+  // kernel is at its register limit, and a loop-carried value the compiler spilled to local
+  // memory would sit in the L1 that every acquire load invalidates.
   __shared__ Dispatcher s_d;
-  __shared__ unsigned long long s_next_static;  // thread 32's
+  __shared__ Claimer s_claimer;
   if (threadIdx.x == 0) {
     s_d.start_ns = s_d.wait_ns = 0;
     s_d.known_counter = SP_NO_COUNTER;
     s_d.known_value = 0;
     s_d.pending = 0;
     s_d.pending_counter = SP_NO_COUNTER;
+    s_d.record_phase = 0;
     s_d.trace = g.control->trace;
     s_d.progress = g.control->progress;
     s_d.step_base = g.control->step_base;
   } else if (threadIdx.x == 32) {
-    s_next_static = 0;
-    s_task = claim_next(g, l, s_next_static);
+    s_claimer = {0, 0, 0, 0};
+    s_task = claim_task(g, l, s_claimer);
+    if (s_task.kind == kClaimTask) request_record(g, s_task.task, s_staged[0], smem_address(&s_record_bar[0]));
+    s_next = s_task.kind == kClaimTask ? attempt_claim(g, l, s_claimer) : s_task;
   }
-  for (;;) {
+  for (uint32_t buffer = 0;; buffer ^= 1) {
     __syncthreads();
     const Claimed task = s_task;
-    if (!task.valid) break;
-    if (threadIdx.x < 32) stage_task(g, task.task, s_staged, s_d);
+    if (task.kind != kClaimTask) break;
+    const uint32_t bar = smem_address(&s_record_bar[buffer]), next_bar = smem_address(&s_record_bar[buffer ^ 1]);
+    mbar_wait(bar, (s_d.record_phase >> buffer) & 1u);
+    StagedTask& staged = s_staged[buffer];
+    const TileContext ctx{&s_params, staged.views, s_arenas, g.ctx.state};
     if (threadIdx.x == 0) {
+      const uint64_t claimed_ns = global_timer_ns();
+      s_d.next_requested = s_next.kind == kClaimTask;
+      if (s_d.next_requested) request_record(g, s_next.task, s_staged[buffer ^ 1], next_bar);
       uint32_t* progress = s_d.progress;
       if (progress) {
         progress[4 * blockIdx.x] = task.task;
@@ -168,21 +194,23 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         progress[4 * blockIdx.x + 2] = 1;
       }
       if (l.preload_bytes)
-        s_preload.bytes = start_weight_preload(s_staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
-      const L2Prefetch ahead = s_staged.prefetch;  // after this task's own copies, which it needs first
+        s_preload.bytes = start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
+      const L2Prefetch ahead = staged.prefetch;  // after this task's own copies, which it needs first
       if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
-      const uint64_t claimed_ns = global_timer_ns();
-      s_ready = wait_for_task(g, l, s_staged.t, task.task, task.step, s_d);
+      s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d);
       if (progress) progress[4 * blockIdx.x + 2] = 2;
       s_d.start_ns = global_timer_ns();
       s_d.wait_ns = s_d.start_ns - claimed_ns;
     }
     __syncthreads();
     if (!s_ready) {
-      if (s_preload.bytes) mbar_wait(s_preload.bar, s_preload.parity);  // no copy outlives the block
+      if (threadIdx.x == 0) {  // no copy outlives the block
+        if (s_preload.bytes) mbar_wait(s_preload.bar, s_preload.parity);
+        if (s_d.next_requested) mbar_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u);
+      }
       break;
     }
-    const SpTask& t = s_staged.t;  // read in place: nothing writes it until the next claim
+    const SpTask& t = staged.t;  // read in place: nothing writes it until the next claim
     const TaskSite site{g.control, task.task, task.step};
     const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
                             t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload};
@@ -194,21 +222,25 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         s_preload.parity ^= 1u;
         s_preload.bytes = 0;
       }
+      s_d.record_phase ^= 1u << buffer;  // every thread has waited for this buffer's record
       ++s_d.pending;
       s_d.pending_counter = t.signal_counter;
       if (!(l.merge_release && task.same_signal)) {  // else the next task of the list signals it too
-        // Acquire-release, reading the sum: when this block's add completes the count, its own
-        // next wait on the counter (the usual case for the block that finishes a stage last)
-        // needs no load.
-        const uint32_t before = DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kAcqRel);
-        s_d.known_counter = s_d.pending_counter;
-        s_d.known_value = before + s_d.pending;
+        // Not waited for: reading the sum here, or the next task's counter beside the add,
+        // made the step slower than the next wait's own load (sixteenth session).
+        DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
         s_d.pending = 0;
       }
       record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, end_ns, s_d.wait_ns);
       if (s_d.progress) s_d.progress[4 * blockIdx.x + 2] = 3;
-    } else if (threadIdx.x == 32) {
-      s_task = claim_next(g, l, s_next_static);  // every thread has read s_task before the barrier above
+    } else if (threadIdx.x == 32) {  // every thread has read s_task and s_next before the barrier above
+      Claimed next = s_next;
+      if (next.kind == kClaimPending) {  // the record was not asked for: ask now
+        next = claim_task(g, l, s_claimer);
+        if (next.kind == kClaimTask) request_record(g, next.task, s_staged[buffer ^ 1], next_bar);
+      }
+      s_task = next;
+      s_next = next.kind == kClaimTask ? attempt_claim(g, l, s_claimer) : next;
     }
   }
   if (threadIdx.x == 0 && s_d.pending) DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);

@@ -20,6 +20,8 @@ struct MegakernelLaunch {
   uint32_t preload_bytes;  // a projection task's weights up to this size are copied into shared
                            // memory before its wait (0 = never) ...
   uint32_t smem_bytes;     // ... when they fit in the launch's dynamic shared memory
+  uint32_t* stage_claims;  // ticket schedule: claims made of stage s in the launch's step k at
+                           // [k * n_stages + s], zeroed before the launch
 };
 
 // Blocks of the persistent kernel one SM can hold at once with `smem` bytes of dynamic shared

@@ -2,7 +2,9 @@
 // reference's tokens and logits bit for bit (docs/numerics.md). Needs a GPU.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
+#include "megakernel/per_op.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
 
@@ -205,6 +208,31 @@ TEST_CASE("tiny: the trace holds one record per task and step") {
       seen.emplace(t.step, t.task);
     }
     CHECK(seen.size() == ex->trace().size());
+  }
+}
+
+// The megakernel's ticket schedule claims each stage (a run of tasks signalling one counter)
+// from its own counter, a block taking at most ceil(tasks / blocks) tasks of a stage in a step
+// (docs/isa.md): with one block an SM, the trace's SM is the block.
+TEST_CASE("tiny: with tickets, no block runs more than its share of a stage in a step") {
+  const TinyModel& m = tiny_model();
+  const std::vector<cuda::Stage> stages = cuda::graph_stages(m.graph);
+  std::vector<uint32_t> stage_of(m.graph.tasks.size());
+  for (uint32_t s = 0; s < stages.size(); ++s)
+    for (uint32_t i = 0; i < stages[s].tasks; ++i) stage_of[stages[s].first_task + i] = s;
+  for (uint32_t workers : {1u, 7u, 132u}) {
+    CAPTURE(workers);
+    CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, workers));
+    ex.set_tracing(true);
+    decode(ex, m.graph, kPrompt, 3, {});
+    REQUIRE(ex.trace().size() == (kPrompt.size() - 1 + 3) * m.graph.tasks.size());
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> taken;  // (step, stage, SM) -> tasks
+    for (const TaskTrace& t : ex.trace()) ++taken[{t.step, stage_of[t.task], t.worker}];
+    for (const auto& [key, tasks] : taken) {
+      const uint32_t stage_tasks = stages[std::get<1>(key)].tasks;
+      CAPTURE(stage_tasks);
+      CHECK(tasks <= (stage_tasks + ex.workers() - 1) / ex.workers());
+    }
   }
 }
 

@@ -57,8 +57,8 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "threads (threaded), blocks (cuda) or workgroups (vulkan); 0 = the machine's count")
       ->capture_default_str();
   cmd.add_option("--schedule", flags.schedule,
-                 "how tasks reach workers: ticket (a global atomic ticket) or static "
-                 "(per-worker lists built on the host)")
+                 "how tasks reach workers: ticket (atomic tickets: one global counter, or in the cuda "
+                 "megakernel one per stage of each step) or static (per-worker lists built on the host)")
       ->capture_default_str();
   cmd.add_option("--cuda-mode", flags.cuda_mode,
                  "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
