@@ -142,7 +142,7 @@ struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, stage_first, stage_claims, trace;
   DeviceBuffer progress;
-  std::vector<cuda::Stage> stages;
+  std::vector<cuda::Stage> stages;  // the per-op launches; the megakernel ticket schedule's stage table
   cuda::DeviceGraph graph{};
   size_t smem = 0;
   cuda::Stream stream = cuda::make_stream();
@@ -194,6 +194,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit));
 
+  d.stages = cuda::graph_stages(g);
   uint32_t n_stages = 0;  // the ticket schedule's
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
@@ -226,14 +227,13 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
       d.list_tasks = upload(tasks, "the static schedule");
     } else {
       std::vector<uint32_t> first;
-      for (const cuda::Stage& st : cuda::graph_stages(g)) first.push_back(st.first_task);
+      for (const cuda::Stage& st : d.stages) first.push_back(st.first_task);
       n_stages = uint32_t(first.size());
       first.push_back(uint32_t(g.tasks.size()));
       d.stage_first = upload(first, "the stage table");
     }
   } else {
     cuda::prepare_stage_kernel(d.smem);
-    d.stages = cuda::graph_stages(g);
     for (cuda::Stage& st : d.stages)  // each launch asks for what its own tiles need
       for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i)
         st.smem = std::max(st.smem, task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
