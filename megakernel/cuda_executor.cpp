@@ -113,9 +113,10 @@ size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
 
 // Each task's record with its view operands resolved (cuda::StagedTask); slots that hold no
 // view keep their word and a zeroed view.
-std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const MegakernelTuning& tuning) {
+std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cuda::Stage>& stages,
+                                          const MegakernelTuning& tuning) {
   const std::vector<cuda::L2Prefetch> prefetch =
-      cuda::plan_l2_prefetch(g, tuning.l2_prefetch_distance, tuning.l2_prefetch_bytes);
+      cuda::plan_l2_prefetch(g, stages, tuning.l2_prefetch_distance, tuning.l2_prefetch_bytes);
   std::vector<cuda::StagedTask> staged(g.tasks.size());
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     cuda::StagedTask& s = staged[i];
@@ -142,7 +143,7 @@ struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, stage_first, stage_claims, trace;
   DeviceBuffer progress;
-  std::vector<cuda::Stage> stages;  // the per-op launches; the megakernel ticket schedule's stage table
+  std::vector<cuda::Stage> stages;  // the per-op launches; the megakernel's stage table and L2 prefetch plan
   cuda::DeviceGraph graph{};
   size_t smem = 0;
   cuda::Stream stream = cuda::make_stream();
@@ -176,7 +177,8 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   check_supported(g);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
-  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g, tuning), "the staged task table");
+  d.stages = cuda::graph_stages(g);
+  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g, d.stages, tuning), "the staged task table");
   else d.tasks = upload(g.tasks, "the task table");
   d.counters = DeviceBuffer(size_t(g.num_counters()) * sizeof(uint32_t), "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
@@ -194,7 +196,6 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit));
 
-  d.stages = cuda::graph_stages(g);
   uint32_t n_stages = 0;  // the ticket schedule's
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)

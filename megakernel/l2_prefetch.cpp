@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "megakernel/per_op.h"
 #include "megakernel/tile_layout.h"
 
 namespace spindle::cuda {
@@ -70,9 +69,9 @@ std::vector<uint32_t> pieces_per_range(const std::vector<Span>& ranges, uint32_t
 
 }  // namespace
 
-std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, uint32_t distance, uint64_t stage_budget) {
+std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, const std::vector<Stage>& stages, uint32_t distance,
+                                         uint64_t stage_budget) {
   std::vector<L2Prefetch> plan(g.tasks.size(), L2Prefetch{0, 0, 0});
-  const std::vector<Stage> stages = graph_stages(g);
   if (distance == 0 || stage_budget == 0 || stages.empty()) return plan;
   for (size_t s = 0; s < stages.size(); ++s) {
     const Stage& st = stages[s];

@@ -55,7 +55,7 @@ TEST_CASE("each stage prefetches exactly the weight rows of the stage `distance`
   for (const SpView& v : g.views) REQUIRE(v.row_stride == v.cols);  // rows without gaps: spans are rows
   for (uint32_t distance : {1u, 2u, 3u}) {
     CAPTURE(distance);
-    const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, distance, uint64_t(1) << 30);
+    const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, stages, distance, uint64_t(1) << 30);
     REQUIRE(plan.size() == g.tasks.size());
     size_t with_weights = 0;
     for (size_t s = 0; s < stages.size(); ++s) {
@@ -72,7 +72,7 @@ TEST_CASE("a stage budget prefetches the target's leading rows, about that many 
   const Graph& g = tiny_model().graph;
   const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
   const uint64_t budget = 4096;
-  const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, 1, budget);
+  const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, stages, 1, budget);
   for (size_t s = 0; s < stages.size(); ++s) {
     CAPTURE(s);
     const cuda::Stage& target = stages[(s + 1) % stages.size()];
@@ -89,6 +89,7 @@ TEST_CASE("a stage budget prefetches the target's leading rows, about that many 
 
 TEST_CASE("distance 0 or a zero budget prefetches nothing") {
   const Graph& g = tiny_model().graph;
+  const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
   for (const auto& [distance, budget] : {std::pair<uint32_t, uint64_t>{0, 1u << 30}, {2, 0}})
-    for (const cuda::L2Prefetch& p : cuda::plan_l2_prefetch(g, distance, budget)) CHECK(p.bytes == 0);
+    for (const cuda::L2Prefetch& p : cuda::plan_l2_prefetch(g, stages, distance, budget)) CHECK(p.bytes == 0);
 }
