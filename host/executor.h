@@ -53,10 +53,11 @@ struct MegakernelTuning {
   uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
 
   // Shared memory a projection task's weights may take, copied in before its wait (bulk
-  // copies); a task whose weights are larger reads them from global memory. 0 = never. 64 KB
-  // measured best on qwen3-0.6b at positions 1 to 4096 (96 KB slower at 4096; docs/JOURNAL.md,
-  // sixth session); no qwen3-8b task is that small.
-  uint32_t weight_preload_bytes = 64u << 10;
+  // copies); a task whose weights are larger reads them from global memory. 0 = never. 128 KB
+  // (qwen3-0.6b's GATE_UP tasks too) measured 3-4% faster than 64 KB on qwen3-0.6b at positions
+  // 1 to 4096 once the tiles read the copy with warp_dot_rows_shared (docs/JOURNAL.md,
+  // eighteenth session; 64 KB was best with the generic dot); no qwen3-8b task is that small.
+  uint32_t weight_preload_bytes = 128u << 10;
 
   // Each task, when claimed, asks the L2 for its share of the weights of the stage this many
   // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none. The next

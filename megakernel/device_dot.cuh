@@ -163,6 +163,50 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
 }
 
+// 16 bytes of shared memory at a shared-window address (`smem_address`). Not volatile: the
+// caller makes the address known only after whatever must precede the load.
+__device__ __forceinline__ uint4 load16_shared(uint32_t address) {
+  uint4 v;
+  asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+
+// Chunks a lane of warp_dot_rows_shared loads per row in a round; n must be a multiple of
+// kSharedDotSpan elements.
+constexpr int kSharedDotChunks = 4;
+constexpr uint32_t kSharedDotSpan = kSharedDotChunks * kDotBlock;
+
+// warp_dot_rows for R rows and b all in shared memory, given as shared-window addresses of
+// their first elements, for n a multiple of kSharedDotSpan: each round issues every row's
+// loads of kSharedDotChunks chunks, then their products, with no exit in between, through
+// ld.shared and 32-bit addresses. In the eighteenth session's microbenchmark (docs/JOURNAL.md)
+// it took 1210 cycles for 4 rows of 1024 against warp_dot_rows' 1817, and 1247 against 2051
+// for one row of 3072; same bits.
+template <int R>
+__device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uint32_t b, uint32_t n, float (&out)[R]) {
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  const uint32_t lane_bytes = lane_id() * kDotVec * 2u;
+#pragma unroll 1
+  for (uint32_t k = 0; k < n; k += kSharedDotSpan) {
+    uint4 av[R][kSharedDotChunks];
+#pragma unroll
+    for (int u = 0; u < kSharedDotChunks; ++u)
+#pragma unroll
+      for (int i = 0; i < R; ++i) av[i][u] = load16_shared(a[i] + (k + u * kDotBlock) * 2u + lane_bytes);
+#pragma unroll
+    for (int u = 0; u < kSharedDotChunks; ++u) {
+      float bf[8];
+      unpack_bf16x8(load16_shared(b + (k + u * kDotBlock) * 2u + lane_bytes), bf);
+#pragma unroll
+      for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
+}
+
 // One row: U chunks of loads in flight per lane.
 template <Src A, Src B, int U = 8>
 __device__ __forceinline__ float warp_dot(const bf16* a, const bf16* b, uint32_t n) {

@@ -48,6 +48,14 @@ struct TileExtras {
 struct ProjectionWeights {
   const bf16* first[2];
   uint32_t matrices, K, row_stride;
+  bool shared;  // first[] point into the persistent kernel's preloaded copy
+
+  // Whether warp_dot_rows_shared takes these rows.
+  __device__ bool shared_dot() const { return shared && K % kSharedDotSpan == 0; }
+  // Shared-window address of row r's start (r counted from the task's first row) in matrix m.
+  __device__ uint32_t shared_row(uint32_t m, uint32_t r) const {
+    return smem_address(first[m]) + r * row_stride * 2u;
+  }
 
   // One matrix's rows as one span, from the first row's start to the last row's end.
   __device__ uint64_t span_bytes(const SpTask& t) const {
@@ -64,7 +72,8 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
            matrices == 2 ? view_data<const bf16>(c, t.operand[1]) + skip : nullptr},
           matrices,
           W.cols,
-          W.row_stride};
+          W.row_stride,
+          false};
 }
 
 // Thread 0 of the persistent kernel, after staging a task and before its wait: starts the bulk
@@ -105,6 +114,7 @@ __device__ inline ProjectionWeights task_weights(const SpTask& t, const TileCont
   const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + projection_preload_offset(pw.K)));
   pw.first[0] = copy;
   if (pw.matrices == 2) pw.first[1] = copy + pw.span_bytes(t) / 2u;
+  pw.shared = true;
   return pw;
 }
 
@@ -247,13 +257,21 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
                   stage_residual ? reinterpret_cast<const bf16*>(smem + projection_norm_offset(K)) : residual,
                   stage_residual ? t.tile_begin : 0u, stage_residual};
   const uint32_t flags = t.operand[5];
+  // Known only after the input's barrier, so no shared load of it is moved above that.
+  const uint32_t n_address = smem_address(opaque(n));
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
   for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
-    const bf16* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = w.first[0] + size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
     float dots[R];
-    warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, K, dots);
+    if (w.shared_dot()) {
+      uint32_t rows[R];
+      for (int i = 0; i < R; ++i) rows[i] = w.shared_row(0, r0 + i * stride - t.tile_begin);
+      warp_dot_rows_shared<R>(rows, n_address, K, dots);
+    } else {
+      const bf16* rows[R];
+      for (int i = 0; i < R; ++i) rows[i] = w.first[0] + size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
+      warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, K, dots);
+    }
     if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
     finish_gemv_rows<R>(o, r0, stride, dots, best);
   });
@@ -269,15 +287,25 @@ __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_
                                    *c.params, smem, extras);
   const ProjectionWeights w = task_weights(t, c, smem, extras);
   bf16* act = view_data<bf16>(c, t.operand[4]);
+  const uint32_t n_address = smem_address(opaque(n));  // as in run_gemv
   for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
-    const bf16* rows[2 * R];  // gate and up row of each output row
-    for (int i = 0; i < R; ++i) {
-      const size_t row = size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
-      rows[2 * i] = w.first[0] + row;
-      rows[2 * i + 1] = w.first[1] + row;
+    float dots[2 * R];  // gate and up of each output row
+    if (w.shared_dot()) {
+      uint32_t rows[2 * R];
+      for (int i = 0; i < R; ++i) {
+        rows[2 * i] = w.shared_row(0, r0 + i * stride - t.tile_begin);
+        rows[2 * i + 1] = w.shared_row(1, r0 + i * stride - t.tile_begin);
+      }
+      warp_dot_rows_shared<2 * R>(rows, n_address, K, dots);
+    } else {
+      const bf16* rows[2 * R];
+      for (int i = 0; i < R; ++i) {
+        const size_t row = size_t(r0 + i * stride - t.tile_begin) * w.row_stride;
+        rows[2 * i] = w.first[0] + row;
+        rows[2 * i + 1] = w.first[1] + row;
+      }
+      warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, K, dots);
     }
-    float dots[2 * R];
-    warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, K, dots);
     if (lane_id() != 0) return;
     for (int i = 0; i < R; ++i) act[r0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
   });

@@ -46,10 +46,10 @@ MegakernelTuning with(auto&& f) {
   return t;
 }
 
-// The tunings the tests run: the default, every other knob changed, two blocks per SM, and a
-// weight preload that leaves some of tiny's projection tasks reading global memory (its 1-KB
-// tasks preloaded, the 2-KB ones not; the default does that on qwen3-0.6b: gate_up's 96-KB
-// tasks read global memory).
+// The tunings the tests run: the default, every other knob changed, two blocks per SM (with
+// a 64-KB preload, so that two fit beside qwen3-0.6b's 128-KB GATE_UP copies), and a weight
+// preload that leaves some of tiny's projection tasks reading global memory (its 1-KB tasks
+// preloaded, the 2-KB ones not, as qwen3-0.6b's lm_head tasks are by the default).
 std::vector<MegakernelTuning> tunings() {
   return {MegakernelTuning{},
           with([](auto& t) {
@@ -59,7 +59,10 @@ std::vector<MegakernelTuning> tunings() {
             t.max_sleep_ns = 0;
             t.weight_preload_bytes = 0;
           }),
-          with([](auto& t) { t.blocks_per_sm = 2; }),
+          with([](auto& t) {
+            t.blocks_per_sm = 2;
+            t.weight_preload_bytes = 64u << 10;
+          }),
           with([](auto& t) { t.weight_preload_bytes = 1024; })};
 }
 
@@ -178,6 +181,20 @@ TEST_CASE("a GEMV task with more rows than its input has elements reads its resi
   b.context = 32;
   b.rows_per_tile = 64;
   check_megakernel_and_per_op(build_decode_graph(w, b), w);
+}
+
+TEST_CASE("projection rows read from their preloaded copy in shared memory, every group size, match") {
+  // 8 warps: 24 rows a task give each warp a GEMV group of 2 rows and one of 1 (a GATE_UP
+  // group of 2 pairs and one of 1), 32 rows a group of 4; every task fits the default preload.
+  const ModelWeights w = spindle::test::wide_model();
+  for (uint32_t rows : {24u, 32u}) {
+    CAPTURE(rows);
+    BuildOptions b;
+    b.context = 32;
+    b.attn_chunks = 2;
+    b.rows_per_tile = rows;
+    check_megakernel_and_per_op(build_decode_graph(w, b), w);
+  }
 }
 
 TEST_CASE("tiny: one launch of many steps equals one launch per step") {

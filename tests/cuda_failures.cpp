@@ -115,8 +115,8 @@ TEST_CASE("running out of device memory names the bytes and the arena") {
 }
 
 TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, naming the knobs") {
-  // qwen3-0.6b at context 4161 stages 160 KB of K and V rows an attention task; with 32 KB two
-  // blocks fit.
+  // qwen3-0.6b at context 4161 stages 160 KB of K and V rows an attention task, and copies 128
+  // KB of GATE_UP rows; with 32 KB and 64 KB two blocks fit.
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   BuildOptions b;
   b.context = 4161;
@@ -127,7 +127,9 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
   CAPTURE(msg);
   CHECK(msg.find("2 blocks do not fit on an SM") != std::string::npos);
   CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  CHECK(msg.find("--cuda-preload-kb") != std::string::npos);
   o.megakernel.attn_kv_bytes = 32u << 10;
+  o.megakernel.weight_preload_bytes = 64u << 10;
   const CudaExecutor two(g, w, o);
   o.megakernel.blocks_per_sm = 1;
   const CudaExecutor one(g, w, o);
