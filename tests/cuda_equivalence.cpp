@@ -186,7 +186,7 @@ TEST_CASE("a GEMV task with more rows than its input has elements reads its resi
 TEST_CASE("projection rows read from their preloaded copy in shared memory, every group size, match") {
   // 8 warps: 24 rows a task give each warp a GEMV group of 2 rows and one of 1 (a GATE_UP
   // group of 2 pairs and one of 1), 32 rows a group of 4; every task fits the default preload.
-  const ModelWeights w = spindle::test::wide_model();
+  const ModelWeights w = spindle::test::shared_dot_model();
   for (uint32_t rows : {24u, 32u}) {
     CAPTURE(rows);
     BuildOptions b;

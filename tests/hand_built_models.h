@@ -83,7 +83,7 @@ inline ModelWeights tiny_sums_model() {
 // A model whose projection inputs are whole multiples of 1024 elements (hidden 1024,
 // intermediate 2048), so the persistent kernel's preloaded tasks read their rows with
 // warp_dot_rows_shared, one round (K = 1024) or two (down, K = 2048).
-inline ModelWeights wide_model() { return model_with("wide", 1024, 16, 2048, 16); }
+inline ModelWeights shared_dot_model() { return model_with("shared-dot", 1024, 16, 2048, 16); }
 
 // The graph the hand-built models are checked with: 32 positions in 2 attention chunks.
 inline Graph short_context_graph(const ModelWeights& w) {
