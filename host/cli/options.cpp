@@ -8,6 +8,20 @@
 #include "tasks/error.h"
 
 namespace spindle::cli {
+namespace {
+
+// An unsigned option that shows its default and refuses values outside [lo, hi].
+void add_ranged_option(CLI::App& cmd, const std::string& name, uint32_t& value, const std::string& help, uint32_t lo,
+                       uint32_t hi) {
+  cmd.add_option(name, value, help)->capture_default_str()->check(CLI::Range(lo, hi));
+}
+
+// A size in KiB of a CUDA block's shared memory: at most 227, an H200 block's.
+void add_shared_kib_option(CLI::App& cmd, const std::string& name, uint32_t& kib, const std::string& help) {
+  add_ranged_option(cmd, name, kib, help, 0u, 227u);
+}
+
+}  // namespace
 
 void add_model_option(CLI::App& cmd, std::string& model) {
   model = kDefaultModel;
@@ -26,26 +40,16 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
   cmd.add_option("--rows-per-tile", build.rows_per_tile,
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
       ->capture_default_str();
-  cmd.add_option("--stage-tasks", build.stage_tasks,
-                 "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, "
-                 "of 16 for GATE_UP)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1u << 20));
+  add_ranged_option(cmd, "--stage-tasks", build.stage_tasks,
+                    "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, "
+                    "of 16 for GATE_UP)",
+                    1u, 1u << 20);
   cmd.add_option("--attn-chunks", build.attn_chunks,
                  "tasks each kv head's attention is split into (position ranges of the context; their partials "
                  "merge in order, so the count is part of the numerics); 0 = about 256 positions each, at most "
                  "128 tasks in all")
       ->capture_default_str();
 }
-
-namespace {
-
-// A size in KiB of a CUDA block's shared memory: at most 227, an H200 block's.
-void add_shared_kib_option(CLI::App& cmd, const std::string& name, uint32_t& kib, const std::string& help) {
-  cmd.add_option(name, kib, help)->capture_default_str()->check(CLI::Range(0u, 227u));
-}
-
-}  // namespace
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--executor,-e", flags.executor,
@@ -64,12 +68,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
                  "the per-op kernels)")
       ->capture_default_str();
-  cmd.add_option("--cuda-blocks-per-sm", flags.cuda_blocks_per_sm,
-                 "cuda megakernel only: persistent blocks an SM holds, 1 or 2 (2: the kernel built for at most 128 "
-                 "registers a thread, and every block's shared memory within half an SM's); with --workers 0, "
-                 "this many blocks per SM")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 2u));
+  add_ranged_option(cmd, "--cuda-blocks-per-sm", flags.cuda_blocks_per_sm,
+                    "cuda megakernel only: persistent blocks an SM holds, 1 or 2 (2: the kernel built for at most "
+                    "128 registers a thread, and every block's shared memory within half an SM's); with --workers 0, "
+                    "this many blocks per SM",
+                    1u, 2u);
   add_shared_kib_option(cmd, "--cuda-preload-kb", flags.cuda_preload_kb,
                         "cuda megakernel only: a projection task whose weights take at most this many KiB copies "
                         "them into shared memory before its dependency wait (bulk copies); 0 = never");
@@ -84,11 +87,10 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda megakernel only: each task, when claimed, asks the L2 for its share of the weights of the "
                  "stage this many stages later, counted around the step (bulk prefetch); 0 = none")
       ->capture_default_str();
-  cmd.add_option("--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
-                 "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
-                 "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 1024u));
+  add_ranged_option(cmd, "--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
+                    "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
+                    "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none",
+                    0u, 1024u);
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
