@@ -89,8 +89,8 @@ class Builder {
     for (uint32_t t0 = 0; t0 < n; t0 += per) f(t0, std::min(n, t0 + per));
   }
   // Rows per task of a projection stage with `stage_rows` output rows in all.
-  uint32_t rows_per_task(uint32_t stage_rows, uint32_t multiple = 8) const {
-    return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(stage_rows, opt_.stage_tasks, multiple);
+  uint32_t rows_per_task(uint32_t stage_rows) const {
+    return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(stage_rows, opt_.stage_tasks);
   }
   void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t per, uint32_t x,
             uint32_t norm, uint32_t out, uint32_t residual) {
@@ -203,7 +203,7 @@ Graph Builder::build() {
     gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h);
 
     Stage s_gu = begin_stage(tag + "gate_up");
-    split(I, rows_per_task(I, kGateUpRowMultiple), [&](uint32_t r0, uint32_t r1) {
+    split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
       add_task(s_gu, s_o, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act});
     });
 
@@ -237,7 +237,8 @@ Graph Builder::build() {
 
 }  // namespace
 
-uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks, uint32_t multiple) {
+uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks) {
+  constexpr uint32_t multiple = 8;
   return uint32_t(align_up(std::max(multiple, ceil_div(rows, stage_tasks)), multiple));
 }
 

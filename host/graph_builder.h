@@ -21,16 +21,15 @@ struct BuildOptions {
   uint32_t stage_tasks = kDefaultStageTasks;  // GEMV / GATE_UP tasks a stage is split into, about
 };
 
-// The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of
-// `multiple`, so that a projection stage of `rows` output rows (q, k and v together) has about
-// `stage_tasks` tasks. GEMV stages use 8 (one row per warp of a 256-thread CUDA block), GATE_UP
-// stages kGateUpRowMultiple. Chunks per kv head: about 256 positions each at the full context,
-// at most 128 attention tasks in all (one wave on such a GPU).
-uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks, uint32_t multiple = 8);
-// GATE_UP: each warp of the CUDA tile takes whole groups of two row pairs. On qwen3-0.6b that is
-// 32 rows a task (96 tasks) instead of 24 (a group of two and one of one a warp): 1.3% faster at
-// positions 1 and 1024 (docs/JOURNAL.md, eighth session); qwen3-8b's 96 rows are unchanged.
-constexpr uint32_t kGateUpRowMultiple = 16;
+// The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one
+// row per warp of a 256-thread CUDA block), so that a projection stage of `rows` output rows (q,
+// k and v together) has about `stage_tasks` tasks. GATE_UP stages too: on qwen3-0.6b, 24 rows
+// a task (128 tasks, 96 KB of weights each) are 1.0% faster at position 1 than 32 (96 tasks),
+// whose 128-KB copies into shared memory the stage waits for (docs/JOURNAL.md, nineteenth
+// session; multiples of 16 were faster while GATE_UP read its weights from global memory).
+// Chunks per kv head: about 256 positions each at the full context, at most 128 attention tasks
+// in all (one wave on such a GPU).
+uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks);
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
 
 // Throws spindle::Error when the family is not one the builder supports yet, or when the

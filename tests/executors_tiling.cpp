@@ -31,22 +31,20 @@ std::vector<std::pair<uint32_t, uint32_t>> stage_tiles(const Graph& g, const std
 
 }  // namespace
 
-TEST_CASE("rows per task: a multiple of m, at least m, the fewest that give at most stage_tasks tasks") {
+TEST_CASE("rows per task: a multiple of 8, at least 8, the fewest that give at most stage_tasks tasks") {
   std::mt19937 rng(std::random_device{}());
-  for (const uint32_t m : {8u, kGateUpRowMultiple}) {
-    for (int i = 0; i < 2000; ++i) {
-      const uint32_t rows = 1 + rng() % 200000, stage_tasks = 1 + rng() % 1000;
-      const uint32_t per = rows_per_task_for(rows, stage_tasks, m);
-      CAPTURE(m);
-      CAPTURE(rows);
-      CAPTURE(stage_tasks);
-      CHECK(per % m == 0);
-      CHECK(per >= m);
-      const uint32_t tasks = (rows + per - 1) / per;
-      if (per > m) {
-        CHECK(tasks <= stage_tasks);
-        CHECK((rows + per - m - 1) / (per - m) > stage_tasks);  // m rows fewer would need more tasks
-      }
+  constexpr uint32_t m = 8;
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t rows = 1 + rng() % 200000, stage_tasks = 1 + rng() % 1000;
+    const uint32_t per = rows_per_task_for(rows, stage_tasks);
+    CAPTURE(rows);
+    CAPTURE(stage_tasks);
+    CHECK(per % m == 0);
+    CHECK(per >= m);
+    const uint32_t tasks = (rows + per - 1) / per;
+    if (per > m) {
+      CHECK(tasks <= stage_tasks);
+      CHECK((rows + per - m - 1) / (per - m) > stage_tasks);  // m rows fewer would need more tasks
     }
   }
 }
@@ -67,7 +65,7 @@ TEST_CASE("a projection stage of several matrices is split by its rows in all") 
     CHECK(covered == q_rows + 2 * kv_rows);
     CHECK(tiles.size() <= stage_tasks + 2);  // q, k and v each end with a partial task at most
     for (const auto& [b, e] : stage_tiles(g, "L0.gate_up"))
-      CHECK(e - b <= rows_per_task_for(c.intermediate, stage_tasks, kGateUpRowMultiple));
+      CHECK(e - b <= rows_per_task_for(c.intermediate, stage_tasks));
   }
 }
 

@@ -41,8 +41,7 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
       ->capture_default_str();
   add_ranged_option(cmd, "--stage-tasks", build.stage_tasks,
-                    "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8, "
-                    "of 16 for GATE_UP)",
+                    "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8)",
                     1u, 1u << 20);
   cmd.add_option("--attn-chunks", build.attn_chunks,
                  "tasks each kv head's attention is split into (position ranges of the context; their partials "
