@@ -323,6 +323,7 @@ void CudaExecutor::run_on_device(uint32_t steps) {
     for (uint32_t done = 0; done < steps; done += per_launch) {
       cuda::MegakernelLaunch launch{};
       launch.first_step = steps_done_ + done;
+      launch.first_position = state().position + done;
       launch.steps = std::min(per_launch, steps - done);
       launch.stage_claims = d.stage_claims.as<uint32_t>();
       if (launch.stage_claims)

@@ -212,8 +212,10 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     }
     const SpTask& t = staged.t;  // read in place: nothing writes it until the next claim
     const TaskSite site{g.control, task.task, task.step};
+    const uint32_t position = l.first_position + (task.step - l.first_step);
     const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
-                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload};
+                            t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload,
+                            position};
     run_device_task(t, ctx, g, site, smem, &extras);
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {

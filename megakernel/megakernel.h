@@ -12,6 +12,7 @@ namespace spindle::cuda {
 
 struct MegakernelLaunch {
   uint32_t first_step;      // executor step of the launch's first step
+  uint32_t first_position;  // that step's position; every step adds one (advance_step)
   uint32_t steps;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it

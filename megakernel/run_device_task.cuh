@@ -22,7 +22,7 @@ __device__ inline void run_device_task(const SpTask& t, const TileContext& c, co
     case SP_OP_EMBED: return run_embed(t, c, site);
     case SP_OP_GEMV: return run_gemv(t, c, smem, extras);
     case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
-    case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site);
+    case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
   }
 }

@@ -8,6 +8,7 @@
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
+#include "megakernel/tile_projection.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "ops/context.h"
@@ -416,10 +417,16 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
               uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
 }
 
+// The persistent kernel's `extras` carry the step's position; without them (per-op kernels) it is
+// loaded from the step state, one more round trip before the first stage: 0.5-1.4% of qwen3-0.6b's
+// megakernel (docs/JOURNAL.md, nineteenth session). The kPositionFromState test never fails in
+// the persistent kernel, but without it ptxas spills 4 bytes there, which cost 2-3%.
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
-                                     uint32_t kv_positions, uint8_t* smem, const TaskSite& site) {
+                                     uint32_t kv_positions, uint8_t* smem, const TaskSite& site,
+                                     const TileExtras* extras) {
   const SpGraphParams& p = *c.params;
-  const uint32_t position = load_data(&c.state->position);
+  const uint32_t position =
+      extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
   if (position >= p.context) return fail_task(site, kFailPositionRange, position, p.context);
   const AttnChunkShape a{p.n_heads / p.n_kv_heads, p.head_dim, p.attn_chunks, p.context, score_positions, kv_positions,
                          c.views[t.operand[3]].row_stride, c.views[t.operand[5]].row_stride};

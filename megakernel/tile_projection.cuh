@@ -35,11 +35,15 @@ struct WeightPreload {
   uint32_t parity;  // of the barrier's phase those copies complete
 };
 
-// What the persistent kernel lends the tiles (nullptr members in the per-op kernels).
+// TileExtras::position when the step state holds the only copy of the step's position.
+constexpr uint32_t kPositionFromState = ~0u;
+
+// What the persistent kernel lends the tiles (the per-op kernels lend nothing).
 struct TileExtras {
   InputKey* input;       // the block's cached input
   uint32_t wait_counter, wait_target;
   const WeightPreload* preload;
+  uint32_t position;     // the step's, from the launch, or kPositionFromState
 };
 
 // A projection task's weights: rows [tile_begin, tile_end) of one matrix (GEMV) or of two
