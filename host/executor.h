@@ -38,6 +38,14 @@ struct VulkanTuning {
 
 // Research knobs of the CUDA executor's persistent kernel; docs/JOURNAL.md has what each
 // measured. None changes a result bit.
+constexpr uint64_t kL2PrefetchAuto = ~0ull;
+
+// The L2 prefetch budget a stage for a model of `hidden` size: 2 KiB per unit (the first 1024
+// rows of a stage whose rows are hidden wide). The best of 1-16 MiB measured on both presets:
+// 2 MiB on qwen3-0.6b (hidden 1024; 0.7% faster than 4 at position 1), 8 MiB on qwen3-8b (4096;
+// 0.7% faster than 4) (docs/JOURNAL.md, nineteenth session).
+constexpr uint64_t l2_prefetch_auto_bytes(uint32_t hidden) { return uint64_t(hidden) << 11; }
+
 struct MegakernelTuning {
   uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
                                 // workers = 0 then means this many blocks per SM
@@ -60,12 +68,11 @@ struct MegakernelTuning {
   uint32_t weight_preload_bytes = 128u << 10;
 
   // Each task, when claimed, asks the L2 for its share of the weights of the stage this many
-  // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none. The next
-  // stage's first 4 MB measured best together on qwen3-0.6b (2-4 MB) and qwen3-8b (4-8 MB);
-  // more slows 0.6b, whose tasks then wait behind the prefetches (docs/JOURNAL.md, fifteenth
-  // session).
+  // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none;
+  // kL2PrefetchAuto = l2_prefetch_auto_bytes of the model. More slows the tasks, which then wait
+  // behind the prefetches (docs/JOURNAL.md, fifteenth and nineteenth sessions).
   uint32_t l2_prefetch_distance = 1;
-  uint64_t l2_prefetch_bytes = 4ull << 20;
+  uint64_t l2_prefetch_bytes = kL2PrefetchAuto;
 };
 
 struct ExecutorOptions {

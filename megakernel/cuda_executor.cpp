@@ -111,12 +111,18 @@ size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   return bytes;
 }
 
+// The L2 prefetch budget a stage, kL2PrefetchAuto resolved for g's model.
+uint64_t l2_prefetch_bytes(const Graph& g, const MegakernelTuning& tuning) {
+  return tuning.l2_prefetch_bytes == kL2PrefetchAuto ? l2_prefetch_auto_bytes(g.params.hidden)
+                                                     : tuning.l2_prefetch_bytes;
+}
+
 // Each task's record with its view operands resolved (cuda::StagedTask); slots that hold no
 // view keep their word and a zeroed view.
 std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cuda::Stage>& stages,
                                           const MegakernelTuning& tuning) {
   const std::vector<cuda::L2Prefetch> prefetch =
-      cuda::plan_l2_prefetch(g, stages, tuning.l2_prefetch_distance, tuning.l2_prefetch_bytes);
+      cuda::plan_l2_prefetch(g, stages, tuning.l2_prefetch_distance, l2_prefetch_bytes(g, tuning));
   std::vector<cuda::StagedTask> staged(g.tasks.size());
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     cuda::StagedTask& s = staged[i];
@@ -283,9 +289,11 @@ std::string CudaExecutor::describe() const {
   if (!t.weight_preload_bytes) knobs += ", no weight preload";
   else if (!preload_smem_) knobs += ", no task's weights within the " + std::to_string(t.weight_preload_bytes) + "-byte preload";
   else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes";
-  if (t.l2_prefetch_distance && t.l2_prefetch_bytes)
-    knobs += ", L2 prefetch " + std::to_string(t.l2_prefetch_bytes >> 20) + " MiB a stage at distance " +
-             std::to_string(t.l2_prefetch_distance);
+  const uint64_t prefetch = l2_prefetch_bytes(graph_, t);
+  if (t.l2_prefetch_distance && prefetch)
+    knobs += ", L2 prefetch " + (prefetch % (1u << 20) ? std::to_string(prefetch >> 10) + " KiB"
+                                                        : std::to_string(prefetch >> 20) + " MiB") +
+             " a stage at distance " + std::to_string(t.l2_prefetch_distance);
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }

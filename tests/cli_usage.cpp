@@ -117,6 +117,20 @@ TEST_CASE("--cuda-l2-prefetch-mb above 1024 is refused, naming the option and ra
   CHECK(r.err_has("not in range 0 to 1024"));
 }
 
+TEST_CASE("--cuda-l2-prefetch-mb takes auto or a number of MiB; another word is refused, naming the option") {
+  CHECK(run_cli("bench --help").out_has("auto = 2 MiB per 1024 of the model's hidden size"));
+  for (const std::string value : {"auto", "0", "3"}) {
+    CAPTURE(value);
+    CHECK(run_cli("bench --model synthetic:tiny -e threaded --positions 0 --tokens 1 --reps 1 --cuda-l2-prefetch-mb " +
+                  value)
+              .status == 0);
+  }
+  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-l2-prefetch-mb lots");
+  CHECK(r.status != 0);
+  CHECK(r.err_has("--cuda-l2-prefetch-mb"));
+  CHECK(r.err_has("not in {auto}"));
+}
+
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   if (spindle::best_executor_kind() == spindle::ExecutorKind::Cuda) {
     CHECK(run_cli("run --model synthetic:tiny --max-new-tokens 2 --executor cuda").status == 0);

@@ -86,10 +86,12 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda megakernel only: each task, when claimed, asks the L2 for its share of the weights of the "
                  "stage this many stages later, counted around the step (bulk prefetch); 0 = none")
       ->capture_default_str();
-  add_ranged_option(cmd, "--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
-                    "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
-                    "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none",
-                    0u, 1024u);
+  cmd.add_option("--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
+                 "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
+                 "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none; auto = 2 MiB per 1024 of "
+                 "the model's hidden size (2 for qwen3-0.6b, 8 for qwen3-8b)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(0u, 1024u));
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -125,7 +127,8 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
   o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;
-  o.megakernel.l2_prefetch_bytes = uint64_t(flags.cuda_l2_prefetch_mb) << 20;
+  o.megakernel.l2_prefetch_bytes = flags.cuda_l2_prefetch_mb == "auto" ? kL2PrefetchAuto
+                                                                       : std::stoull(flags.cuda_l2_prefetch_mb) << 20;
   return o;
 }
 

@@ -37,7 +37,7 @@ struct ExecutorFlags {
   uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
   uint32_t cuda_l2_prefetch_distance = ExecutorOptions{}.megakernel.l2_prefetch_distance;
-  uint32_t cuda_l2_prefetch_mb = uint32_t(ExecutorOptions{}.megakernel.l2_prefetch_bytes >> 20);
+  std::string cuda_l2_prefetch_mb = "auto";  // or MiB
 };
 
 // --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
