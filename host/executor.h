@@ -36,8 +36,8 @@ struct VulkanTuning {
   uint32_t attn_unroll = 4;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8
 };
 
-// Research knobs of the CUDA executor's persistent kernel; docs/JOURNAL.md has what each
-// measured. None changes a result bit.
+// MegakernelTuning::l2_prefetch_bytes that the executor resolves for its model with
+// l2_prefetch_auto_bytes.
 constexpr uint64_t kL2PrefetchAuto = ~0ull;
 
 // The L2 prefetch budget a stage for a model of `hidden` size: 2 KiB per unit (the first 1024
@@ -46,6 +46,8 @@ constexpr uint64_t kL2PrefetchAuto = ~0ull;
 // 0.7% faster than 4) (docs/JOURNAL.md, nineteenth session).
 constexpr uint64_t l2_prefetch_auto_bytes(uint32_t hidden) { return uint64_t(hidden) << 11; }
 
+// Research knobs of the CUDA executor's persistent kernel; docs/JOURNAL.md has what each
+// measured. None changes a result bit.
 struct MegakernelTuning {
   uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
                                 // workers = 0 then means this many blocks per SM

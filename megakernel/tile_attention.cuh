@@ -418,7 +418,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
 }
 
 // The persistent kernel's `extras` carry the step's position; without them (per-op kernels) it is
-// loaded from the step state, one more round trip before the first stage: 0.5-1.4% of qwen3-0.6b's
+// loaded from the step state, one more round trip before the first stage: 0.5-1.7% of qwen3-0.6b's
 // megakernel (docs/JOURNAL.md, nineteenth session). The kPositionFromState test never fails in
 // the persistent kernel, but without it ptxas spills 4 bytes there, which cost 2-3%.
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
