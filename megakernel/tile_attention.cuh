@@ -8,7 +8,7 @@
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
-#include "megakernel/tile_projection.cuh"
+#include "megakernel/tile_extras.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "ops/context.h"

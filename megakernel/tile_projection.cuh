@@ -8,6 +8,7 @@
 
 #include "megakernel/bulk_copy.cuh"
 #include "megakernel/device_dot.cuh"
+#include "megakernel/tile_extras.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/argmax.h"
 #include "ops/context.h"
@@ -17,34 +18,6 @@
 #include "tasks/view.h"
 
 namespace spindle::cuda {
-
-// Which normalised input the block's shared memory holds (persistent kernel): a task whose
-// input is the same vector, read after the same wait, skips its normalisation.
-struct InputKey {
-  const void* x;
-  const void* norm;
-  uint32_t K, counter, target, valid;
-};
-
-// The persistent kernel's copy of a projection task's weight rows into shared memory, started
-// before the task's wait so that the HBM round trips overlap the wait and the input's
-// normalisation (docs/JOURNAL.md, sixth session).
-struct WeightPreload {
-  uint32_t bytes;   // started for the current task; 0: its tile reads global memory
-  uint32_t bar;     // shared address of the mbarrier the copies complete on
-  uint32_t parity;  // of the barrier's phase those copies complete
-};
-
-// TileExtras::position when the step state holds the only copy of the step's position.
-constexpr uint32_t kPositionFromState = ~0u;
-
-// What the persistent kernel lends the tiles (the per-op kernels lend nothing).
-struct TileExtras {
-  InputKey* input;       // the block's cached input
-  uint32_t wait_counter, wait_target;
-  const WeightPreload* preload;
-  uint32_t position;     // the step's, from the launch, or kPositionFromState
-};
 
 // A projection task's weights: rows [tile_begin, tile_end) of one matrix (GEMV) or of two
 // (GATE_UP: gate, up) with the same shape; row r of matrix m at first[m] + (r - tile_begin) *
