@@ -93,11 +93,23 @@ class Builder {
     return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(stage_rows, opt_.stage_tasks);
   }
   void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t per, uint32_t x,
-            uint32_t norm, uint32_t out, uint32_t residual) {
+            uint32_t norm, uint32_t out, uint32_t residual, GemvSplit dot_split = {}) {
+    const uint32_t word = gemv_split_word(dot_split.pieces, dot_split.group);
     split(rows, per, [&](uint32_t r0, uint32_t r1) {
       add_task(st, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, layer, r0, r1,
-               {W, x, norm, out, residual, 0u, SP_NO_VIEW});
+               {W, x, norm, out, residual, 0u, SP_NO_VIEW, word});
     });
+  }
+  // Throws when `s` cannot split rows of K columns; `what` names the projection.
+  static void check_split(const GemvSplit& s, uint32_t K, const char* what) {
+    if (s.pieces < 2 && s.group > 1)
+      throw Error(std::string(what) + " split: groups of " + std::to_string(s.group) + " but fewer than 2 pieces");
+    if (s.pieces > 0xFFFFu || s.group > 0xFFFFu)
+      throw Error(std::string(what) + " split " + std::to_string(s.pieces) + "/" + std::to_string(s.group) +
+                  ": at most 65535 pieces and 65535 a group");
+    if (const char* problem = gemv_split_problem(gemv_split_word(s.pieces, s.group), K))
+      throw Error(std::string(what) + " split " + std::to_string(s.pieces) + "/" + std::to_string(s.group) + ": " +
+                  problem + " (" + std::to_string(K) + " columns)");
   }
 
   const ModelWeights& w_;
@@ -123,6 +135,8 @@ Graph Builder::build() {
     throw Error("attention chunks " + std::to_string(chunks) + " exceed the context's " + std::to_string(ctx) +
                 " positions");
   const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
+  check_split(opt_.o_proj_split, Hq * D, "o_proj");
+  check_split(opt_.down_split, I, "down");
 
   g_.model = w_.source;
   SpGraphParams& p = g_.params;
@@ -200,7 +214,7 @@ Graph Builder::build() {
                {qkv, qn, kn, kv_cache, rope, partials, attn_out, arrivals});
 
     Stage s_o = begin_stage(tag + "o_proj");
-    gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h);
+    gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
 
     Stage s_gu = begin_stage(tag + "gate_up");
     split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
@@ -208,7 +222,7 @@ Graph Builder::build() {
     });
 
     Stage s_down = begin_stage(tag + "down");
-    gemv(s_down, s_gu, l, wd, H, rows_per_task(H), act, SP_NO_VIEW, h, h);
+    gemv(s_down, s_gu, l, wd, H, rows_per_task(H), act, SP_NO_VIEW, h, h, opt_.down_split);
     prev = s_down;
   }
 
@@ -221,7 +235,7 @@ Graph Builder::build() {
   split(V, lm_rows, [&](uint32_t r0, uint32_t r1) {
     const uint32_t flags = 1u | ((r0 / lm_rows) << 16);
     add_task(s_lm, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, kLayerNone, r0, r1,
-             {lm, h, final_norm, g_.io.logits, SP_NO_VIEW, flags, argmax});
+             {lm, h, final_norm, g_.io.logits, SP_NO_VIEW, flags, argmax, 0u});
   });
 
   Stage s_sample = begin_stage("sample");

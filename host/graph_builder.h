@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "host/model_weights.h"
+#include "tasks/gemv_split.h"
 #include "tasks/graph.h"
 
 namespace spindle {
@@ -19,6 +20,11 @@ struct BuildOptions {
   uint32_t rows_per_tile = 0;  // rows per GEMV / GATE_UP task; 0 = chosen from the stage's
                                // rows and stage_tasks (rows_per_task_for)
   uint32_t stage_tasks = kDefaultStageTasks;  // GEMV / GATE_UP tasks a stage is split into, about
+  // How o_proj's and down's row dots are summed (GEMV operand 7, ops/gemv.h split_row_dot):
+  // from `pieces` dots over K / pieces columns, `group` pieces at a time (0: all of them);
+  // pieces 0 = the plain canonical dot. Part of the numerics. The two-hop layer
+  // (docs/two-hop-layer.md) sums o_proj over its kv heads and down over 128 blocks in gangs of 16.
+  GemvSplit o_proj_split{}, down_split{};
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one

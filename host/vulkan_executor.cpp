@@ -16,6 +16,7 @@
 #include "ops/qk_norm_rope.h"
 #include "shaders/spirv.h"
 #include "tasks/counters.h"
+#include "tasks/gemv_split.h"
 #include "tasks/error.h"
 #include "tasks/operands.h"
 
@@ -61,6 +62,7 @@ void check_supported(const Graph& g) {
       const uint32_t dtype = g.views[t.operand[3]].dtype;
       if (dtype != SP_BF16 && dtype != SP_F32) unsupported(i, t, "the output is neither bf16 nor f32");
       if ((t.operand[5] & 1u) && t.operand[6] == SP_NO_VIEW) unsupported(i, t, "the argmax flag is set but no partials view");
+      if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols)) unsupported(i, t, problem);
     }
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
   }

@@ -18,6 +18,7 @@
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "tasks/counters.h"
+#include "tasks/gemv_split.h"
 #include "tasks/operands.h"
 #include "tasks/error.h"
 
@@ -53,8 +54,9 @@ uint32_t attn_kv_positions(const SpGraphParams& p, uint32_t bytes) {
   throw Error("cuda executor: task " + std::to_string(task) + " (" + (name ? name : "unknown opcode") + "): " + what);
 }
 
-// What the device tiles cannot do is refused here, before anything runs.
-void check_supported(const Graph& g) {
+// What the device tiles cannot do is refused here, before anything runs. The persistent
+// kernel's GEMV tile has no split dots (tile_projection.cuh run_gemv says why).
+void check_supported(const Graph& g, CudaMode mode) {
   const SpGraphParams& p = g.params;
   if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads)
     throw Error("cuda executor: " + std::to_string(p.n_heads) + " q heads do not split over " +
@@ -71,6 +73,11 @@ void check_supported(const Graph& g) {
       if (dtype != SP_BF16 && dtype != SP_F32) unsupported(i, t, "the output is neither bf16 nor f32");
       if ((t.operand[5] & 1u) && t.operand[6] == SP_NO_VIEW)
         unsupported(i, t, "the argmax flag is set but no partials view");
+      if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols)) unsupported(i, t, problem);
+      if (mode == CudaMode::Megakernel && gemv_split(t.operand[7]).pieces > 1)
+        unsupported(i, t,
+                    "the megakernel does not split GEMV dots (the two-hop layer will, docs/two-hop-layer.md); "
+                    "the per-op and graph modes do");
     }
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
   }
@@ -180,7 +187,7 @@ struct CudaExecutor::Device {
 CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
     : Executor(g), opt_(opt) {
   const MegakernelTuning& tuning = opt.megakernel;
-  check_supported(g);
+  check_supported(g, opt.cuda_mode);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
   d.stages = cuda::graph_stages(g);

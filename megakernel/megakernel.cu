@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
                             t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload,
                             position};
-    run_device_task(t, ctx, g, site, smem, &extras);
+    run_device_task<false>(t, ctx, g, site, smem, &extras);  // split GEMVs: refused on the host
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {
       const uint64_t end_ns = global_timer_ns();  // the trace's end: the tile's, not the release's

@@ -13,14 +13,16 @@
 namespace spindle::cuda {
 
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
-// in shared memory); `extras` is nullptr in the per-op kernels.
+// in shared memory); `extras` is nullptr in the per-op kernels. kGemvSplits: whether split GEMV
+// dots are built in (tile_projection.cuh run_gemv).
+template <bool kGemvSplits>
 __device__ inline void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
                                        const TaskSite& site, uint8_t* smem, const TileExtras* extras) {
   if (extras && extras->input && t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP && threadIdx.x == 0)
     extras->input->valid = 0;  // the tile may overwrite the cached input
   switch (t.op) {
     case SP_OP_EMBED: return run_embed(t, c, site);
-    case SP_OP_GEMV: return run_gemv(t, c, smem, extras);
+    case SP_OP_GEMV: return run_gemv<kGemvSplits>(t, c, smem, extras);
     case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
     case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);

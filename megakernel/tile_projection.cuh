@@ -218,6 +218,35 @@ __device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, 
   }
 }
 
+// Every thread, after a GEMV task's rows: the task's argmax partial, when its flags ask for one.
+__device__ inline void finish_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t flags,
+                                   ArgmaxPartial best) {
+  if (!(flags & 1u)) return;
+  best = block_argmax(best, smem);
+  if (threadIdx.x == 0) view_data<ArgmaxPartial>(c, t.operand[6])[flags >> 16] = best;
+}
+
+// A row's dot against n split as `s` says (ops/gemv.h split_row_dot): one canonical warp dot
+// a piece, from the piece's first column, the pieces summed in the reference's order (every
+// lane holds the same bits). One row and 2 chunks in flight at a time: only graphs that ask
+// for a split take it.
+__device__ __forceinline__ float split_warp_dot(const bf16* row, const bf16* n, uint32_t K, GemvSplit s) {
+  const uint32_t P = K / s.pieces;
+  float group = 0.0f, y = 0.0f;
+  for (uint32_t j = 0; j < s.pieces; ++j) {
+    const float d = warp_dot<Src::Weight, Src::Shared, 2>(row + j * P, n + j * P, P);
+    const uint32_t m = j % s.group;
+    group = m == 0 ? d : group + d;
+    if (m + 1 == s.group) y = j < s.group ? group : y + group;
+  }
+  return y;
+}
+
+// kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7). The
+// persistent kernel's does not (cuda_executor.cpp refuses such graphs there): the path alone,
+// never taken, made qwen3-0.6b 2.4% slower at position 1 and 6% at 4096 (docs/JOURNAL.md,
+// twenty-third session), and the two-hop layer that needs the split will have tiles of its own.
+template <bool kSplits>
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const uint32_t K = c.views[t.operand[0]].cols;
   const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
@@ -238,6 +267,16 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   const uint32_t n_address = smem_address(opaque(n));
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
+  if constexpr (kSplits) {
+    const GemvSplit split = gemv_split(t.operand[7]);  // checked on the host (cuda_executor.cpp)
+    if (split.pieces > 1) {
+      for (uint32_t r = first_row; r < t.tile_end; r += stride) {
+        const float dot[1] = {split_warp_dot(w.first[0] + size_t(r - t.tile_begin) * w.row_stride, n, K, split)};
+        if (lane_id() == 0) finish_gemv_rows<1>(o, r, stride, dot, best);
+      }
+      return finish_gemv(t, c, smem, flags, best);
+    }
+  }
   for_row_groups<kGemvGroupRows>(first_row, t.tile_end, stride, [&]<int R>(uint32_t r0) {
     float dots[R];
     if (w.shared_dot()) {
@@ -252,10 +291,7 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
     if (lane_id() != 0) return;  // lane 0 alone finishes the rows: the residual may alias out
     finish_gemv_rows<R>(o, r0, stride, dots, best);
   });
-  if (flags & 1u) {
-    best = block_argmax(best, smem);
-    if (threadIdx.x == 0) view_data<ArgmaxPartial>(c, t.operand[6])[flags >> 16] = best;
-  }
+  finish_gemv(t, c, smem, flags, best);
 }
 
 __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {

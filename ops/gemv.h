@@ -11,6 +11,7 @@
 #include "ops/dot.h"
 #include "ops/norm.h"
 #include "ops/pmath.h"
+#include "tasks/gemv_split.h"
 
 namespace spindle {
 
@@ -21,6 +22,28 @@ inline Acc row_dot(const bf16* w_row, const Acc* n, uint32_t K) {
                             [n](int k) { return n[k]; });
 }
 
+// Ŵ_r · n̂ split: with P = K / pieces, piece j's dot d_j is the canonical dot over columns
+// [jP, jP + P) (its lanes counted from the piece's first column); group k sums d_kG, d_kG+1, …
+// from its first term in increasing j, and the groups' sums add the same way in increasing k.
+// So a gang of `group` blocks, each holding one piece's columns, sums its pieces, and the next
+// stage sums the gangs (docs/two-hop-layer.md).
+template <class Acc>
+inline Acc split_row_dot(const bf16* w_row, const Acc* n, uint32_t K, GemvSplit s) {
+  if (s.pieces < 2) return row_dot(w_row, n, K);
+  const uint32_t P = K / s.pieces;
+  Acc y{};
+  for (uint32_t k = 0; k < s.pieces / s.group; ++k) {
+    Acc sum{};
+    for (uint32_t m = 0; m < s.group; ++m) {
+      const uint32_t j = k * s.group + m;
+      const Acc d = row_dot(w_row + j * P, n + j * P, P);
+      sum = m == 0 ? d : sum + d;
+    }
+    y = k == 0 ? sum : y + sum;
+  }
+  return y;
+}
+
 // r( r(silu(g)) · u ), g and u already rounded.
 template <class Acc>
 SP_HDI bf16 swiglu(Acc g, Acc u) {
@@ -28,15 +51,17 @@ SP_HDI bf16 swiglu(Acc g, Acc u) {
 }
 
 // out[r] = r(Ŵ_r · n̂) for r in [r0, r1), or r(res[r] + r(Ŵ_r · n̂)) when residual is set
-// (it may alias out). Out is bf16, or float for logits. W has `row_stride` elements between
-// rows. With `argmax` set, the tile's best {out[r], r} is written there.
+// (it may alias out), each dot split as `split` says. Out is bf16, or float for logits. W has
+// `row_stride` elements between rows. With `argmax` set, the tile's best {out[r], r} is
+// written there.
 template <class Acc, class Out>
 void gemv_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t K, const NormSpec& norm,
-               uint32_t r0, uint32_t r1, Out* out, const bf16* residual, ArgmaxPartial* argmax) {
+               uint32_t r0, uint32_t r1, Out* out, const bf16* residual, ArgmaxPartial* argmax,
+               GemvSplit split = {}) {
   const std::vector<Acc> n = projection_input<Acc>(x, K, norm);
   ArgmaxPartial best = argmax_none(r0);
   for (uint32_t r = r0; r < r1; ++r) {
-    bf16 y = to_bf16(row_dot(W + r * row_stride, n.data(), K));
+    bf16 y = to_bf16(split_row_dot(W + r * row_stride, n.data(), K, split));
     if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
     store_bf16(out[r], y);
     argmax_offer(best, bf16_to_f32(y), r);

@@ -60,13 +60,15 @@ void run_gemv(const SpTask& t, const TileContext& c) {
   const bf16* w = operand_data<const bf16>(t, c, 0);
   const bf16* x = operand_data<const bf16>(t, c, 1);
   const bf16* residual = operand_data<const bf16>(t, c, 4);
+  if (const char* problem = gemv_split_problem(t.operand[7], W.cols)) throw_task_error(t, problem);
+  const GemvSplit split = gemv_split(t.operand[7]);
   switch (operand_view(t, c, 3).dtype) {
     case SP_BF16:
       return gemv_rows<Acc>(w, W.row_stride, x, W.cols, norm, t.tile_begin, t.tile_end,
-                            operand_data<bf16>(t, c, 3), residual, argmax);
+                            operand_data<bf16>(t, c, 3), residual, argmax, split);
     case SP_F32:
       return gemv_rows<Acc>(w, W.row_stride, x, W.cols, norm, t.tile_begin, t.tile_end,
-                            operand_data<float>(t, c, 3), residual, argmax);
+                            operand_data<float>(t, c, 3), residual, argmax, split);
     default:
       throw_task_error(t, "the output is neither bf16 nor f32");
   }

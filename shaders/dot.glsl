@@ -98,14 +98,14 @@ precise float lane_dot_staged_self(uint K) {
 // (count 0). Loads under a guard (`k < K ? load : 0`), or a `continue` past K among the
 // products, kept NVIDIA's compiler from having a trip's loads in flight together: without
 // them qwen3-8b ran 1.4x faster (docs/JOURNAL.md, eleventh session).
-void lane_dot_rows_on(uint64_t row[DOT_ROWS], uint K, bool vec, out float acc[DOT_ROWS]) {
+void lane_dot_rows_on(uint64_t row[DOT_ROWS], uint base, uint K, bool vec, out float acc[DOT_ROWS]) {
   [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) acc[i] = 0.0;
   const uint last = (K - 1u) & ~(DOT_VEC - 1u);  // the last octet's first element
   for (uint j = 0u; j < trips(K, DOT_BLOCK * DOT_UNROLL); ++j) {
     uvec4 x[DOT_UNROLL], w[DOT_ROWS * DOT_UNROLL];
     [[unroll]] for (uint u = 0u; u < DOT_UNROLL; ++u) {
       const uint k = min((j * DOT_UNROLL + u) * DOT_BLOCK + lane() * DOT_VEC, last);
-      x[u] = staged8(k);
+      x[u] = staged8(base + k);
       [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) w[i * DOT_UNROLL + u] = weights8(row[i], k, K, vec);
     }
     [[unroll]] for (uint u = 0u; u < DOT_UNROLL; ++u) {
@@ -116,13 +116,13 @@ void lane_dot_rows_on(uint64_t row[DOT_ROWS], uint K, bool vec, out float acc[DO
   }
 }
 
-// Ŵ_row · n̂ for DOT_ROWS weight rows of K elements against the input staged in g_vecs:
-// lane partials into acc. Every row is read, so a caller with fewer rows left passes a real
-// row again (its last) and ignores that partial. vec: every row is vec_readable. Each row's
-// products are added in the canonical order.
-void lane_dot_rows(uint64_t row[DOT_ROWS], uint K, bool vec, out float acc[DOT_ROWS]) {
-  if (vec) lane_dot_rows_on(row, K, true, acc);
-  else lane_dot_rows_on(row, K, false, acc);
+// Ŵ_row · n̂ for DOT_ROWS weight rows of K elements against the input staged in g_vecs from
+// element `base` on (a multiple of DOT_VEC): lane partials into acc. Every row is read, so a
+// caller with fewer rows left passes a real row again (its last) and ignores that partial.
+// vec: every row is vec_readable. Each row's products are added in the canonical order.
+void lane_dot_rows(uint64_t row[DOT_ROWS], uint base, uint K, bool vec, out float acc[DOT_ROWS]) {
+  if (vec) lane_dot_rows_on(row, base, K, true, acc);
+  else lane_dot_rows_on(row, base, K, false, acc);
 }
 
 #endif

@@ -110,7 +110,33 @@ void write_argmax_partial(Task t, float value, uint index) {
   slot.w[1] = best_index;
 }
 
-// Operands: 0 W, 1 x, 2 norm or none, 3 out, 4 residual or none, 5 flags, 6 argmax partials.
+// The warp's dots of DOT_ROWS rows, each split in `pieces` pieces summed `group` at a time
+// (ops/gemv.h split_row_dot): one canonical dot a piece, from the piece's first column; every
+// lane gets the sums. The pieces are whole octets (the host checks), so vec holds for them too.
+void split_dot_rows(uint64_t rows[DOT_ROWS], uint K, uint pieces, uint group, bool vec, out float y[DOT_ROWS]) {
+  const uint P = K / pieces;
+  float sums[DOT_ROWS];
+  [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) sums[i] = y[i] = 0.0;
+  for (uint j = 0u; j < pieces; ++j) {
+    uint64_t piece[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) piece[i] = rows[i] + 2ul * uint64_t(j * P);
+    float acc[DOT_ROWS];
+    lane_dot_rows(piece, j * P, P, vec, acc);
+    const uint m = j % group;
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      precise float d = warp_sum(acc[i]);
+      precise float in_group = sums[i] + d;
+      sums[i] = m == 0u ? d : in_group;
+      if (m + 1u == group) {
+        precise float total = y[i] + sums[i];
+        y[i] = j < group ? sums[i] : total;
+      }
+    }
+  }
+}
+
+// Operands: 0 W, 1 x, 2 norm or none, 3 out, 4 residual or none, 5 flags, 6 argmax partials,
+// 7 split (pieces | group << 16; 0: none).
 // Warp w takes rows tile_begin + w + q * warps for q = 0, 1, ..., DOT_ROWS at a time; a row
 // past the task's last reads the last row again (lane_dot_rows reads every row) and is not written.
 void run_gemv(Task t) {
@@ -119,6 +145,7 @@ void run_gemv(Task t) {
   const uint64_t residual = optional_view_address(t.operand[4]);
   const uint K = W.cols;
   const bool vec = vec_readable(W.addr, W.stride, K);
+  const uint pieces = t.operand[7] & 0xFFFFu, group = t.operand[7] >> 16;
   stage_input(load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), K);
   float best_value = uintBitsToFloat(0x7fc00000u);  // lane 0's argmax of its warp's rows
   uint best_index = t.tile_begin;
@@ -129,12 +156,17 @@ void run_gemv(Task t) {
       r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
       rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
     }
-    float acc[DOT_ROWS];
-    lane_dot_rows(rows, K, vec, acc);
+    float y[DOT_ROWS];
+    if (pieces > 1u) {
+      split_dot_rows(rows, K, pieces, group == 0u ? pieces : group, vec, y);
+    } else {
+      float acc[DOT_ROWS];
+      lane_dot_rows(rows, 0u, K, vec, acc);
+      [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) y[i] = warp_sum(acc[i]);
+    }
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
-      precise float y = warp_sum(acc[i]);
       if (r[i] < t.tile_end && lane() == 0u) {
-        uint bits = f32_to_bf16(y);
+        uint bits = f32_to_bf16(y[i]);
         if (residual != 0ul) {
           precise float sum = bf16_to_f32(uint(Halves(residual).h[r[i]])) + bf16_to_f32(bits);
           bits = f32_to_bf16(sum);
@@ -150,8 +182,9 @@ void run_gemv(Task t) {
 uint cost_gemv(Task t) {
   const uint K = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
   const uint argmax = (t.operand[5] & 1u) != 0u ? warps() : 0u;
-  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) +
-         trips(trips(rows, warps()), DOT_ROWS) * (trips(K, DOT_BLOCK * DOT_UNROLL) + 1u) + argmax;
+  const uint pieces = max(t.operand[7] & 0xFFFFu, 1u);
+  const uint dot = pieces * (trips(K / pieces, DOT_BLOCK * DOT_UNROLL) + 1u);
+  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + trips(trips(rows, warps()), DOT_ROWS) * dot + argmax;
 }
 
 // Operands: 0 Wg, 1 Wu, 2 x, 3 norm, 4 out. A warp reads its row of Wg and of Wu together.
@@ -166,7 +199,7 @@ void run_gate_up(Task t) {
     const bool valid = r < t.tile_end;  // a warp past the last row reads the last again and writes nothing
     const uint64_t rows[DOT_ROWS] = uint64_t[](row_address(Wg, min(r, last), 2u), row_address(Wu, min(r, last), 2u));
     float acc[DOT_ROWS];
-    lane_dot_rows(rows, K, vec, acc);
+    lane_dot_rows(rows, 0u, K, vec, acc);
     precise float g = rounded(warp_sum(acc[0]));
     precise float u = rounded(warp_sum(acc[1]));
     if (valid && lane() == 0u) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tasks/error.h"
+#include "tasks/gemv_split.h"
 #include "tasks/operands.h"
 
 namespace spindle {
@@ -78,6 +79,11 @@ void check_task(const Graph& g, size_t i) {
       fail(task_label(g, i) + ": " + operand + " is view " + std::to_string(v) +
            ", but the graph has " + std::to_string(g.views.size()) + " views");
   }
+  if (t.op == SP_OP_GEMV)
+    if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols))
+      fail(task_label(g, i) + ": " + problem + " (operand 7 'split' asks for " +
+           std::to_string(t.operand[7] & 0xFFFFu) + " pieces in groups of " + std::to_string(t.operand[7] >> 16) +
+           "; the rows have " + std::to_string(g.views[t.operand[0]].cols) + " columns)");
   if (t.tile_begin > t.tile_end)
     fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
          std::to_string(t.tile_end) + ") is reversed");

@@ -13,6 +13,9 @@ enum SpOpcode : uint32_t {
   //   4 residual [rows] bf16 or SP_NO_VIEW: out = bf16(res + bf16(W·x)); may alias out
   //   5 imm flags: bit 0 write argmax partial; bits 16..31 its slot
   //   6 argmax partials [slots] of {f32 value, u32 index} or SP_NO_VIEW
+  //   7 imm split: bits 0..15 pieces S, bits 16..31 pieces a group G; 0 = none. Each row's dot
+  //     is then the sum of S dots over K/S columns each, added G at a time (ops/gemv.h
+  //     split_row_dot, docs/numerics.md): what a layer whose rows are split over blocks sums
   SP_OP_GEMV = 2,
   // act[r] = bf16(bf16(silu(bf16(Wg[r]·n))) * bf16(Wu[r]·n)), n = normed(x). Tiles: rows.
   //   0 Wg [I,K] bf16   1 Wu [I,K] bf16   2 x [K] bf16   3 norm weight [K] bf16   4 out [I] bf16

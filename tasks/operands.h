@@ -35,7 +35,7 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
     case SP_OP_GEMV:
       return {{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out"},
                {K::OptionalView, "residual"}, {K::Immediate, "flags"},
-               {K::OptionalView, "argmax"}}};
+               {K::OptionalView, "argmax"}, {K::Immediate, "split"}}};
     case SP_OP_GATE_UP:
       return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"},
                {K::View, "out"}}};

@@ -1,7 +1,9 @@
 // spindle graph, info and synth on the tiny synthetic models.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli_run.h"
 #include "tasks/graph_file.h"
@@ -40,7 +42,8 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
-  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2"}) {
+  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--o-proj-split 2",
+                             "--down-split 16/4"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
     CHECK(r.status != 0);
@@ -69,6 +72,38 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
   const CliResult r = dump("--attn-chunks 33");
   CHECK(r.status == 2);
   CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
+}
+
+TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and down's tasks only; bad ones are refused") {
+  const auto dump = [](const std::string& args) {
+    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
+  };
+  const CliResult r = dump("--o-proj-split 2 --down-split 16/4");
+  REQUIRE(r.status == 0);
+  std::map<std::string, std::set<uint32_t>> splits;  // by the matrix each GEMV task reads
+  for (const json& t : json::parse(r.out).at("tasks"))
+    if (t.at("op") == "gemv") {
+      const std::string W = t.at("operands").at("W");
+      splits[W.substr(W.rfind('.', W.size() - 8) + 1)].insert(t.at("operands").at("split").get<uint32_t>());
+    }
+  CHECK(splits.at("o_proj.weight") == std::set<uint32_t>{2});
+  CHECK(splits.at("down_proj.weight") == std::set<uint32_t>{16u | 4u << 16});
+  CHECK(splits.at("q_proj.weight") == std::set<uint32_t>{0});
+  CHECK(splits.at("lm_head.weight") == std::set<uint32_t>{0});
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--down-split x", "is not PIECES or PIECES/GROUP"},
+           {"--down-split 16/", "is not PIECES or PIECES/GROUP"},
+           {"--o-proj-split 70000", "more than 65535"},
+           {"--o-proj-split 3", "o_proj split 3/0: the split's pieces do not divide the row length (64 columns)"},
+           {"--down-split 32", "down split 32/0: the split's pieces are not whole octets"},
+           {"--down-split 16/3", "down split 16/3: the split's groups do not divide its pieces"},
+           {"--down-split 1/4", "down split: groups of 4 but fewer than 2 pieces"}}) {
+    CAPTURE(args);
+    const CliResult bad = dump(args);
+    CHECK(bad.status != 0);
+    CHECK(bad.err_has(message));
+  }
 }
 
 TEST_CASE("graph save, graph dump and info build with the tiling options") {

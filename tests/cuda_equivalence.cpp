@@ -272,6 +272,37 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
   check_same(run_decode(g, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
 }
 
+TEST_CASE("o_proj and down split (tiny, and qwen3-0.6b as the two-hop layer splits them): per-op and graph match") {
+  const TinyModel& m = tiny_split_model();
+  const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(m.graph, m.weights, cuda_options(mode), kPrompt, kNewTokens), expect);
+  }
+  const ModelWeights w = load_model("synthetic:qwen3-0.6b");
+  const Graph g = qwen06b_graph(w, true);  // its split changes bits (executors_determinism.cpp)
+  const std::vector<uint32_t> prompt = {9, 151000, 42};
+  const Decoded expect_06b = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
+  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(g, w, cuda_options(mode), prompt, 3), expect_06b);
+  }
+}
+
+TEST_CASE("the megakernel refuses a graph with split GEMV dots, naming the task and the modes that run it") {
+  const TinyModel& m = tiny_split_model();
+  std::string msg;
+  try {
+    CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CAPTURE(msg);
+  CHECK(msg.find("cuda executor: task ") != std::string::npos);
+  CHECK(msg.find("(gemv): the megakernel does not split GEMV dots") != std::string::npos);
+  CHECK(msg.find("the per-op and graph modes do") != std::string::npos);
+}
+
 // The configuration `spindle bench` stalled in with static lists (qwen3-0.6b, context 4161,
 // so 16 attention chunks; every SM a block): each release mode must finish and match.
 TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the sequential reference") {

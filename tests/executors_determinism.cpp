@@ -32,6 +32,32 @@ TEST_CASE("threaded executor matches the sequential reference for every worker c
     }
 }
 
+TEST_CASE("with o_proj and down split, threaded matches the sequential reference") {
+  const TinyModel& m = tiny_split_model();
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
+  const DecodeResult expect = decode(*ref, m.graph, prompt, 12, {});
+  const std::vector<float> expect_logits(ref->logits().begin(), ref->logits().end());
+  for (uint32_t workers : {1u, 3u, 8u}) {
+    CAPTURE(workers);
+    auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Threaded, workers, ScheduleKind::Ticket});
+    const DecodeResult got = decode(*ex, m.graph, prompt, 12, {});
+    CHECK(got.tokens == expect.tokens);
+    CHECK(std::memcmp(ex->logits().data(), expect_logits.data(), expect_logits.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits, and threaded matches the split reference") {
+  const ModelWeights w = load_model("synthetic:qwen3-0.6b");
+  const Graph plain = qwen06b_graph(w, false), split = qwen06b_graph(w, true);
+  const std::vector<uint32_t> prompt = {9, 151000, 42};
+  const Decoded a = run_decode(plain, w, {ExecutorKind::Sequential}, prompt, 3);
+  const Decoded b = run_decode(split, w, {ExecutorKind::Sequential}, prompt, 3);
+  REQUIRE(a.logits.size() == b.logits.size());
+  CHECK(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * 4) != 0);
+  check_same(run_decode(split, w, {ExecutorKind::Threaded, 4, ScheduleKind::Ticket}, prompt, 3), b);
+}
+
 TEST_CASE("a model whose LM head sums exact products to f32 subnormals: its logits are that, and threaded matches") {
   // tiny_sums_model's claim, which the CUDA test of it relies on (docs/numerics.md).
   const ModelWeights w = spindle::test::tiny_sums_model();

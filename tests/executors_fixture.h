@@ -18,16 +18,44 @@ struct TinyModel {
   spindle::Graph graph;
 };
 
+// tiny's graph at context 64 with 3 attention chunks, o_proj's and down's dots split as given.
+inline TinyModel build_tiny(GemvSplit o_proj_split, GemvSplit down_split) {
+  TinyModel t{spindle::load_model("synthetic:tiny"), {}};
+  spindle::BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.o_proj_split = o_proj_split;
+  o.down_split = down_split;
+  t.graph = spindle::build_decode_graph(t.weights, o);
+  return t;
+}
+
 inline const TinyModel& tiny_model() {
-  static const TinyModel m = [] {
-    TinyModel t{spindle::load_model("synthetic:tiny"), {}};
-    spindle::BuildOptions o;
-    o.context = 64;
-    o.attn_chunks = 3;
-    t.graph = spindle::build_decode_graph(t.weights, o);
-    return t;
-  }();
+  static const TinyModel m = build_tiny({}, {});
   return m;
+}
+
+// tiny with o_proj's dots summed over its 2 kv heads' columns and down's over 16 pieces of one
+// octet in groups of 4 (GEMV operand 7, the two-hop layer's numerics).
+inline const TinyModel& tiny_split_model() {
+  static const TinyModel m = build_tiny({2, 0}, {16, 4});
+  return m;
+}
+
+// qwen3-0.6b's graph at context 128 with 8 attention chunks, plain or with o_proj's and
+// down's dots split as the two-hop layer sums them (o_proj over its 8 kv heads; down over 128
+// pieces of 24 columns, in gangs of 16). tiny's split changes no bf16 output (its few dots
+// rarely sit at a rounding boundary); this one's does (executors_determinism.cpp), so a GPU
+// executor that ignored the split would fail against it.
+inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, bool split) {
+  spindle::BuildOptions o;
+  o.context = 128;
+  o.attn_chunks = 8;
+  if (split) {
+    o.o_proj_split = {8, 0};
+    o.down_split = {128, 16};
+  }
+  return spindle::build_decode_graph(w, o);
 }
 
 // A decode's tokens and its last step's logits.

@@ -89,6 +89,67 @@ TEST_CASE_TEMPLATE("gemv_rows: f32 logits hold bf16 values and the argmax partia
   check_tile<Acc>(agree);
 }
 
+TEST_CASE_TEMPLATE("gemv_rows: a split dot agrees with the reference as the plain one does", Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(2500 + seed);
+    Projection p(rng, seed % 2 == 0);
+    // Rows of whole octets, cut into 2..16 pieces of whole octets, in groups that divide them.
+    const uint32_t pieces = random_in(rng, 2, 16), octets = random_in(rng, 1, 12);
+    p.K = pieces * octets * 8;
+    p.stride = p.K + 8 * random_in(rng, 0, 3);
+    p.W = random_bf16(rng, size_t(p.rows) * p.stride, 1.0 / std::sqrt(double(p.K)));
+    p.x = random_bf16(rng, p.K, 1.0);
+    if (!p.norm_w.empty()) p.norm_w = random_bf16(rng, p.K, 0.2, p.kind == SP_NORM_STANDARD ? 1.0 : 0.0);
+    std::vector<uint32_t> groups;
+    for (uint32_t g = 1; g <= pieces; ++g)
+      if (pieces % g == 0) groups.push_back(g);
+    const GemvSplit split{pieces, groups[random_in(rng, 0, uint32_t(groups.size() - 1))]};
+    CAPTURE(seed);
+    CAPTURE(split.pieces);
+    CAPTURE(split.group);
+    std::vector<bf16> out(p.rows);
+    gemv_rows<Acc>(p.W.data(), p.stride, p.x.data(), p.K, p.norm(), p.r0, p.r1, out.data(), nullptr, nullptr, split);
+    agree.add({out.begin() + p.r0, out.begin() + p.r1}, to_std(p.projected(p.W)));
+  }
+  check_tile<Acc>(agree);
+}
+
+TEST_CASE("split_row_dot: pieces from their own first column, summed in groups, then the groups") {
+  std::mt19937 rng(77);
+  const uint32_t K = 4 * 264;  // 4 pieces of 264: each longer than one 256-element block
+  const std::vector<bf16> w = random_bf16(rng, K), x = random_bf16(rng, K);
+  std::vector<float> n(K);
+  for (uint32_t k = 0; k < K; ++k) n[k] = bf16_to_f32(x[k]);
+  float d[4];
+  for (uint32_t j = 0; j < 4; ++j)
+    d[j] = canonical_dot<float>(264, [&](int k) { return bf16_to_f32(w[264 * j + k]); },
+                                [&](int k) { return n[264 * j + k]; });
+  CHECK(split_row_dot(w.data(), n.data(), K, {4, 2}) == (d[0] + d[1]) + (d[2] + d[3]));
+  CHECK(split_row_dot(w.data(), n.data(), K, {4, 4}) == ((d[0] + d[1]) + d[2]) + d[3]);
+  CHECK(split_row_dot(w.data(), n.data(), K, {4, 1}) == ((d[0] + d[1]) + d[2]) + d[3]);
+  CHECK(split_row_dot(w.data(), n.data(), K, {}) == row_dot(w.data(), n.data(), K));
+  CHECK(split_row_dot(w.data(), n.data(), K, {1, 1}) == row_dot(w.data(), n.data(), K));
+}
+
+TEST_CASE("gemv_split: the operand word, and the splits rows cannot take") {
+  CHECK(gemv_split(0).pieces == 1);
+  CHECK(gemv_split(1).pieces == 1);
+  CHECK(gemv_split(8).pieces == 8);
+  CHECK(gemv_split(8).group == 8);  // no group: all the pieces
+  CHECK(gemv_split(128u | 16u << 16).group == 16);
+  CHECK(gemv_split_word(128, 16) == (128u | 16u << 16));
+  CHECK(gemv_split_word(1, 0) == 0);
+  CHECK(gemv_split_problem(0, 1000) == nullptr);
+  CHECK(gemv_split_problem(gemv_split_word(8, 0), 2048) == nullptr);
+  CHECK(gemv_split_problem(gemv_split_word(128, 16), 3072) == nullptr);  // qwen3-0.6b's down: 24 columns a piece
+  CHECK(std::string(gemv_split_problem(gemv_split_word(7, 0), 2048)).find("divide the row length") != std::string::npos);
+  CHECK(std::string(gemv_split_problem(gemv_split_word(256, 0), 3072)).find("whole octets") != std::string::npos);
+  CHECK(std::string(gemv_split_problem(gemv_split_word(128, 24), 3072)).find("groups do not divide") !=
+        std::string::npos);
+  CHECK(std::string(gemv_split_problem(1u | 4u << 16, 3072)).find("fewer than 2 pieces") != std::string::npos);
+}
+
 TEST_CASE("gemv_rows: argmax ties go to the first row and NaN rows never win") {
   const uint32_t K = 300, rows = 6;
   std::mt19937 rng(5);

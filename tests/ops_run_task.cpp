@@ -84,7 +84,7 @@ TEST_CASE("run_task: GEMV with norm and aliased residual and argmax logits") {
 
   // h = bf16(h + W · normed(x)) in three tasks, the residual aliasing the output.
   for (uint32_t r0 : {0u, 16u, 32u})
-    run_task<float>(make_task(SP_OP_GEMV, r0, std::min(rows, r0 + 16), {vW, vx, vnorm, vh, vh, 0u, SP_NO_VIEW}), c);
+    run_task<float>(make_task(SP_OP_GEMV, r0, std::min(rows, r0 + 16), {vW, vx, vnorm, vh, vh, 0u, SP_NO_VIEW, 0u}), c);
   std::vector<bf16> want = h;
   gemv_rows<float>(W.data(), stride, x.data(), K, {norm.data(), SP_NORM_ZERO_CENTRED, 1e-6f}, 0, rows,
                    want.data(), want.data(), nullptr);
@@ -93,7 +93,7 @@ TEST_CASE("run_task: GEMV with norm and aliased residual and argmax logits") {
   // Logits without norm, each task writing its partial to slot r0 / 16.
   for (uint32_t r0 : {0u, 16u, 32u})
     run_task<float>(make_task(SP_OP_GEMV, r0, std::min(rows, r0 + 16),
-                              {vW, vx, SP_NO_VIEW, vlogits, SP_NO_VIEW, 1u | (r0 / 16) << 16, vargmax}), c);
+                              {vW, vx, SP_NO_VIEW, vlogits, SP_NO_VIEW, 1u | (r0 / 16) << 16, vargmax, 0u}), c);
   std::vector<float> logits(rows);
   ArgmaxPartial slot1{};
   gemv_rows<float>(W.data(), stride, x.data(), K, {nullptr, 0, 0}, 16, 32, logits.data(), nullptr, &slot1);
@@ -106,10 +106,40 @@ TEST_CASE("run_task: GEMV with norm and aliased residual and argmax logits") {
   const auto top = std::max_element(logits.begin(), logits.end()) - logits.begin();
   CHECK(argmax_of_partials(reinterpret_cast<const ArgmaxPartial*>(partials.data()), 3) == uint32_t(top));
 
-  CHECK(error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vlogits, SP_NO_VIEW, 1u, SP_NO_VIEW}), c)
+  CHECK(error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vlogits, SP_NO_VIEW, 1u, SP_NO_VIEW, 0u}), c)
             .find("argmax") != std::string::npos);
-  CHECK(error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vargmax, SP_NO_VIEW, 0u, SP_NO_VIEW}), c)
+  CHECK(error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vargmax, SP_NO_VIEW, 0u, SP_NO_VIEW, 0u}), c)
             .find("neither bf16 nor f32") != std::string::npos);
+}
+
+TEST_CASE("run_task: a GEMV split reads its pieces and groups from operand 7, and refuses bad ones") {
+  std::mt19937 rng(22);
+  Bench b;
+  const uint32_t rows = 21, K = 240, stride = 248;
+  b.params.norm_kind = SP_NORM_STANDARD;
+  b.params.rms_eps = 1e-6f;
+  const std::vector<bf16> W = random_bf16(rng, size_t(rows) * stride, 0.05), x = random_bf16(rng, K);
+  const uint32_t vW = b.add(SP_ARENA_WEIGHTS0, SP_BF16, rows, K, stride, W);
+  const uint32_t vx = b.add(SP_ARENA_WORK, SP_BF16, 1, K, K, x);
+  const uint32_t vy = b.add(SP_ARENA_WORK, SP_BF16, 1, rows, rows, std::vector<bf16>(rows));
+  const TileContext c = b.context();
+  for (const GemvSplit s : {GemvSplit{6, 2}, GemvSplit{6, 6}, GemvSplit{30, 5}, GemvSplit{10, 1}}) {
+    CAPTURE(s.pieces);
+    CAPTURE(s.group);
+    run_task<float>(make_task(SP_OP_GEMV, 0, rows, {vW, vx, SP_NO_VIEW, vy, SP_NO_VIEW, 0u, SP_NO_VIEW,
+                                                    gemv_split_word(s.pieces, s.group)}),
+                    c);
+    std::vector<bf16> want(rows);
+    gemv_rows<float>(W.data(), stride, x.data(), K, {nullptr, 0, 0}, 0, rows, want.data(), nullptr, nullptr, s);
+    CHECK(b.read<bf16>(vy) == want);
+  }
+  auto split_error = [&](uint32_t word) {
+    return error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vy, SP_NO_VIEW, 0u, SP_NO_VIEW, word}), c);
+  };
+  CHECK(split_error(7).find("do not divide the row length") != std::string::npos);  // 240 / 7
+  CHECK(split_error(60).find("whole octets") != std::string::npos);                  // 4 columns a piece
+  CHECK(split_error(6u | 4u << 16).find("groups do not divide") != std::string::npos);
+  CHECK(split_error(1u | 3u << 16).find("fewer than 2 pieces") != std::string::npos);
 }
 
 TEST_CASE("run_task: EMBED copies the token row in column tiles") {

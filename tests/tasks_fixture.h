@@ -73,6 +73,7 @@ inline Graph small_graph() {
     gemv.operand[3] = kLogits;
     gemv.operand[5] = 1u | (half << 16);
     gemv.operand[6] = kArgmax;
+    gemv.operand[7] = 0;  // no split
     g.tasks.push_back(gemv);
   }
   SpTask sample = make_task(SP_OP_SAMPLE, kCLmHead, 2, SP_WAIT_SAME_STEP, kCSample);

@@ -59,6 +59,16 @@ TEST_CASE("immediate operands are not checked as views") {
   CHECK(validate_message(g) == "");
 }
 
+TEST_CASE("a GEMV split its rows cannot take is named with its task and the row length") {
+  Graph g = small_graph();
+  g.tasks[kTHead1].operand[7] = 2;  // 2 pieces of the lm_head's 4 columns: not whole octets
+  check_rejected(g, {"task 2", "whole octets", "2 pieces", "4 columns"});
+  g.tasks[kTHead1].operand[7] = 3;
+  check_rejected(g, {"task 2", "do not divide the row length", "3 pieces"});
+  g.tasks[kTHead1].operand[7] = 0;
+  CHECK(validate_message(g) == "");
+}
+
 TEST_CASE("a view past its arena names the view and the arena") {
   Graph g = small_graph();
   g.views[kLmHead].rows += 1;

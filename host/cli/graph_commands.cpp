@@ -69,7 +69,9 @@ void add_graph_commands(CLI::App& app) {
       ->excludes("--context")
       ->excludes("--stage-tasks")
       ->excludes("--rows-per-tile")
-      ->excludes("--attn-chunks");
+      ->excludes("--attn-chunks")
+      ->excludes("--o-proj-split")
+      ->excludes("--down-split");
   dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout");
   dump_cmd->callback([d] { dump(*d); });
 

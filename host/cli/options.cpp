@@ -48,6 +48,31 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "merge in order, so the count is part of the numerics); 0 = about 256 positions each, at most "
                  "128 tasks in all")
       ->capture_default_str();
+  const std::string split_help =
+      "'s row dots as the sums of PIECES dots over equal column ranges, GROUP pieces at a time (all when "
+      "omitted), as a layer split over blocks sums them (docs/two-hop-layer.md); part of the numerics, so it "
+      "changes the tokens' bits; the cuda megakernel refuses it (per-op and graph run it); 0 = the plain "
+      "canonical dot";
+  cmd.add_option_function<std::string>(
+         "--o-proj-split", [&build](const std::string& v) { build.o_proj_split = parse_split(v, "--o-proj-split"); },
+         "o_proj" + split_help)
+      ->type_name("PIECES[/GROUP]");
+  cmd.add_option_function<std::string>(
+         "--down-split", [&build](const std::string& v) { build.down_split = parse_split(v, "--down-split"); },
+         "down" + split_help)
+      ->type_name("PIECES[/GROUP]");
+}
+
+GemvSplit parse_split(const std::string& text, const std::string& option) {
+  const size_t slash = text.find('/');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 5 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw CLI::ValidationError(option, "'" + text + "' is not PIECES or PIECES/GROUP (numbers up to 65535)");
+    const uint32_t v = uint32_t(std::stoul(part));
+    if (v > 0xFFFFu) throw CLI::ValidationError(option, "'" + text + "': " + part + " is more than 65535");
+    return v;
+  };
+  return {number(text.substr(0, slash)), slash == std::string::npos ? 0u : number(text.substr(slash + 1))};
 }
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {

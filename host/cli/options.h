@@ -20,8 +20,13 @@ void add_model_option(CLI::App& cmd, std::string& model);
 // --context; `when_zero` says what the command does without it.
 void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
 
-// --rows-per-tile and --stage-tasks: how the graph splits its projection stages into tasks.
+// --rows-per-tile, --stage-tasks, --attn-chunks: how the graph splits its stages into tasks;
+// --o-proj-split, --down-split: how o_proj's and down's dots are summed.
 void add_tiling_options(CLI::App& cmd, BuildOptions& build);
+
+// "S" or "S/G" (numbers up to 65535) → {S, G}, G = 0 when omitted. Throws CLI::ValidationError
+// naming `option`.
+GemvSplit parse_split(const std::string& text, const std::string& option);
 
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {
