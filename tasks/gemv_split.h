@@ -10,6 +10,8 @@
 #define SP_SPLIT_HD
 #endif
 
+namespace spindle {
+
 struct GemvSplit {
   uint32_t pieces = 1, group = 1;
 };
@@ -36,3 +38,5 @@ inline const char* gemv_split_problem(uint32_t word, uint32_t K) {
   if (group && pieces % group) return "the split's groups do not divide its pieces";
   return nullptr;
 }
+
+}  // namespace spindle

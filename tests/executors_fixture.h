@@ -19,7 +19,7 @@ struct TinyModel {
 };
 
 // tiny's graph at context 64 with 3 attention chunks, o_proj's and down's dots split as given.
-inline TinyModel build_tiny(GemvSplit o_proj_split, GemvSplit down_split) {
+inline TinyModel build_tiny(spindle::GemvSplit o_proj_split, spindle::GemvSplit down_split) {
   TinyModel t{spindle::load_model("synthetic:tiny"), {}};
   spindle::BuildOptions o;
   o.context = 64;
