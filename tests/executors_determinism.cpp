@@ -35,15 +35,11 @@ TEST_CASE("threaded executor matches the sequential reference for every worker c
 TEST_CASE("with o_proj and down split, threaded matches the sequential reference") {
   const TinyModel& m = tiny_split_model();
   const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
-  auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
-  const DecodeResult expect = decode(*ref, m.graph, prompt, 12, {});
-  const std::vector<float> expect_logits(ref->logits().begin(), ref->logits().end());
+  const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, prompt, 12);
   for (uint32_t workers : {1u, 3u, 8u}) {
     CAPTURE(workers);
-    auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Threaded, workers, ScheduleKind::Ticket});
-    const DecodeResult got = decode(*ex, m.graph, prompt, 12, {});
-    CHECK(got.tokens == expect.tokens);
-    CHECK(std::memcmp(ex->logits().data(), expect_logits.data(), expect_logits.size() * 4) == 0);
+    check_same(run_decode(m.graph, m.weights, {ExecutorKind::Threaded, workers, ScheduleKind::Ticket}, prompt, 12),
+               expect);
   }
 }
 
