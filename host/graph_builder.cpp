@@ -137,6 +137,12 @@ Graph Builder::build() {
   const uint32_t max_steps = opt_.max_steps ? opt_.max_steps : ctx;
   check_split(opt_.o_proj_split, Hq * D, "o_proj");
   check_split(opt_.down_split, I, "down");
+  check_split(opt_.fused_mlp, I, "fused MLP");
+  const GemvSplit mlp = gemv_split(gemv_split_word(opt_.fused_mlp.pieces, opt_.fused_mlp.group));
+  if (mlp.pieces > 1 && opt_.down_split.pieces > 1)
+    throw Error("the fused MLP sums down's dots itself (as a down split pieces/group); a down split does not apply");
+  if (mlp.group > 255)
+    throw Error("fused MLP gangs of " + std::to_string(mlp.group) + ": at most 255 members a gang");
 
   g_.model = w_.source;
   SpGraphParams& p = g_.params;
@@ -172,7 +178,10 @@ Graph Builder::build() {
   const uint32_t partials = alloc("attn_partials", SP_ARENA_WORK, SP_F32, Hq * chunks, D + 2);
   const uint32_t attn_out = alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, Hq * D);
   const uint32_t arrivals = alloc("attn_arrivals", SP_ARENA_WORK, SP_U32, 1, Hkv);
-  const uint32_t act = alloc("act", SP_ARENA_WORK, SP_BF16, 1, I);
+  const uint32_t act = mlp.pieces > 1 ? 0 : alloc("act", SP_ARENA_WORK, SP_BF16, 1, I);
+  const uint32_t mlp_partials =
+      mlp.pieces > 1 ? alloc("mlp_partials", SP_ARENA_WORK, SP_F32, mlp.pieces + mlp.pieces / mlp.group, H) : 0;
+  const uint32_t mlp_arrivals = mlp.pieces > 1 ? alloc("mlp_arrivals", SP_ARENA_WORK, SP_U32, 1, mlp.group) : 0;
   g_.io.logits = alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
   const uint32_t rope = alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim);
 
@@ -216,6 +225,18 @@ Graph Builder::build() {
     Stage s_o = begin_stage(tag + "o_proj");
     gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
 
+    if (mlp.pieces > 1) {
+      Stage s_mlp = begin_stage(tag + "mlp");
+      const uint32_t P = I / mlp.pieces;
+      for (uint32_t j = 0; j < mlp.pieces; ++j) {
+        add_task(s_mlp, s_o, SP_WAIT_SAME_STEP, SP_OP_MLP, l, j * P, (j + 1) * P,
+                 {wg, wu, wd, h, post_norm, mlp_partials, mlp_arrivals});
+        g_.tasks.back().gang_width = uint8_t(mlp.group);
+        g_.tasks.back().gang_rank = uint8_t(mlp.group > 1 ? j % mlp.group : 0);
+      }
+      prev = s_mlp;
+      continue;
+    }
     Stage s_gu = begin_stage(tag + "gate_up");
     split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
       add_task(s_gu, s_o, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act});

@@ -25,6 +25,10 @@ struct BuildOptions {
   // pieces 0 = the plain canonical dot. Part of the numerics. The two-hop layer
   // (docs/two-hop-layer.md) sums o_proj over its kv heads and down over 128 blocks in gangs of 16.
   GemvSplit o_proj_split{}, down_split{};
+  // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`
+  // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
+  // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
+  GemvSplit fused_mlp{};
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one

@@ -18,7 +18,9 @@
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "tasks/counters.h"
+#include "tasks/gang.h"
 #include "tasks/gemv_split.h"
+#include "tasks/mlp_shape.h"
 #include "tasks/operands.h"
 #include "tasks/error.h"
 
@@ -54,9 +56,8 @@ uint32_t attn_kv_positions(const SpGraphParams& p, uint32_t bytes) {
   throw Error("cuda executor: task " + std::to_string(task) + " (" + (name ? name : "unknown opcode") + "): " + what);
 }
 
-// What the device tiles cannot do is refused here, before anything runs. The persistent
-// kernel's GEMV tile has no split dots (tile_projection.cuh run_gemv says why).
-void check_supported(const Graph& g, CudaMode mode) {
+// What the device tiles cannot do is refused here, before anything runs.
+void check_supported(const Graph& g) {
   const SpGraphParams& p = g.params;
   if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads)
     throw Error("cuda executor: " + std::to_string(p.n_heads) + " q heads do not split over " +
@@ -74,11 +75,9 @@ void check_supported(const Graph& g, CudaMode mode) {
       if ((t.operand[5] & 1u) && t.operand[6] == SP_NO_VIEW)
         unsupported(i, t, "the argmax flag is set but no partials view");
       if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols)) unsupported(i, t, problem);
-      if (mode == CudaMode::Megakernel && gemv_split(t.operand[7]).pieces > 1)
-        unsupported(i, t,
-                    "the megakernel does not split GEMV dots (the two-hop layer will, docs/two-hop-layer.md); "
-                    "the per-op and graph modes do");
     }
+    if (t.op == SP_OP_MLP)
+      if (const char* problem = mlp_problem(t, g.views.data())) unsupported(i, t, problem);
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
   }
 }
@@ -92,8 +91,27 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
     case SP_OP_ATTENTION:
       return cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
                                    p.attn_chunks, g.views[t.operand[5]].row_stride);
+    case SP_OP_MLP: return cuda::mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
     default: return cuda::kTileScratchBytes;
   }
+}
+
+// Whether the graph needs the persistent kernel's two-hop build (megakernel.h): split GEMV dots
+// or MLP gangs.
+bool needs_two_hop(const Graph& g) {
+  return std::any_of(g.tasks.begin(), g.tasks.end(), [](const SpTask& t) {
+    return t.op == SP_OP_MLP || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
+  });
+}
+
+// The most tasks a stage holding a gang has (0: no gangs). Its gangs' members can run at once
+// when every one of them gets a block of its own: `blocks` at least that many.
+uint32_t largest_gang_stage(const std::vector<cuda::Stage>& stages, const Graph& g) {
+  uint32_t most = 0;
+  for (const cuda::Stage& st : stages)
+    for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i)
+      if (sp_gang_width(g.tasks[i]) > 1) most = std::max(most, st.tasks);
+  return most;
 }
 
 // ... and for the largest tile of the graph.
@@ -187,13 +205,15 @@ struct CudaExecutor::Device {
 CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
     : Executor(g), opt_(opt) {
   const MegakernelTuning& tuning = opt.megakernel;
-  check_supported(g, opt.cuda_mode);
+  check_supported(g);
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
   d.stages = cuda::graph_stages(g);
   if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g, d.stages, tuning), "the staged task table");
   else d.tasks = upload(g.tasks, "the task table");
-  d.counters = DeviceBuffer(size_t(g.num_counters()) * sizeof(uint32_t), "the counters");
+  two_hop_ = needs_two_hop(g);
+  // The graph's counters, then one gang barrier word a task (used at gangs' rank-0 records).
+  d.counters = DeviceBuffer((size_t(g.num_counters()) + g.tasks.size()) * sizeof(uint32_t), "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
   SP_CUDA(cudaMemset(d.control.data(), 0, d.control.bytes()));
@@ -213,10 +233,13 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm);
+    if (two_hop_ && tuning.blocks_per_sm != 1)
+      throw Error("cuda executor: the megakernel's build for split GEMVs and MLP gangs runs 1 block an SM, not " +
+                  std::to_string(tuning.blocks_per_sm));
+    const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm, two_hop_);
     preload_smem_ = preload_smem_bytes(g, tuning.weight_preload_bytes, dynamic_limit);
     mk_smem_ = std::max(d.smem, preload_smem_);
-    const uint32_t per_sm = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, mk_smem_);
+    const uint32_t per_sm = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, two_hop_, mk_smem_);
     if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     if (per_sm < tuning.blocks_per_sm)
       throw Error("cuda executor: " + std::to_string(tuning.blocks_per_sm) + " blocks do not fit on an SM with " +
@@ -224,6 +247,8 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                   "preload's); lower --cuda-attn-kv-kb, --cuda-attn-score-kb or --cuda-preload-kb");
     const uint32_t resident = per_sm * uint32_t(sms);
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
+    const uint32_t gang_stage = largest_gang_stage(d.stages, g);
+    gangs_at_once_ = gang_stage > 0 && blocks_ >= gang_stage;
     d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));
     if (opt.schedule == ScheduleKind::Static) {
@@ -265,6 +290,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                               d.list_tasks.as<const uint32_t>(),
                               d.stage_first.as<const uint32_t>(),
                               n_stages,
+                              gangs_at_once_ ? d.counters.as<uint32_t>() + g.num_counters() : nullptr,
                               d.control.as<cuda::RunControl>()};
   if (opt.cuda_mode == CudaMode::Graph) d.capture_step_graph();
   logits_.resize(g.views[g.io.logits].cols);
@@ -301,6 +327,9 @@ std::string CudaExecutor::describe() const {
     knobs += ", L2 prefetch " + (prefetch % (1u << 20) ? std::to_string(prefetch >> 10) + " KiB"
                                                         : std::to_string(prefetch >> 20) + " MiB") +
              " a stage at distance " + std::to_string(t.l2_prefetch_distance);
+  if (two_hop_) knobs += ", two-hop build";
+  if (largest_gang_stage(dev_->stages, graph_))
+    knobs += gangs_at_once_ ? ", gangs' members at once" : ", gangs whole (fewer blocks than a gang stage's tasks)";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;
 }
@@ -344,14 +373,15 @@ void CudaExecutor::run_on_device(uint32_t steps) {
       if (launch.stage_claims)
         SP_CUDA(cudaMemsetAsync(launch.stage_claims, 0, size_t(launch.steps) * d.graph.n_stages * sizeof(uint32_t),
                                 d.stream.get()));
-      launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
+      launch.backoff.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
       launch.input_cache = opt_.megakernel.input_cache;
       launch.merge_release = opt_.megakernel.merge_release;
-      launch.first_sleep_ns = opt_.megakernel.first_sleep_ns;
-      launch.max_sleep_ns = std::max(opt_.megakernel.first_sleep_ns, opt_.megakernel.max_sleep_ns);
+      launch.backoff.first_sleep_ns = opt_.megakernel.first_sleep_ns;
+      launch.backoff.max_sleep_ns = std::max(opt_.megakernel.first_sleep_ns, opt_.megakernel.max_sleep_ns);
       launch.preload_bytes = opt_.megakernel.weight_preload_bytes;
       launch.smem_bytes = uint32_t(mk_smem_);
-      cuda::launch_megakernel(d.graph, opt_.megakernel.blocks_per_sm, blocks_, mk_smem_, launch, d.stream.get());
+      cuda::launch_megakernel(d.graph, opt_.megakernel.blocks_per_sm, two_hop_, blocks_, mk_smem_, launch,
+                              d.stream.get());
     }
   } else {
     for (uint32_t s = 0; s < steps; ++s) {

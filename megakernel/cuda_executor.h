@@ -41,6 +41,8 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<Device> dev_;
   uint32_t blocks_ = 0;
   size_t mk_smem_ = 0;
+  bool two_hop_ = false;        // the graph needs the persistent kernel's two-hop build (megakernel.h)
+  bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
   size_t preload_smem_ = 0;  // the dynamic shared memory the weight preloads need; 0: no task qualifies
   std::vector<float> logits_;
   double last_run_ms_ = 0;

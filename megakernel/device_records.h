@@ -19,6 +19,13 @@ enum DeviceFailureKind : uint32_t {
   kFailTokenRange = 2,     // value: the token, target: the embedding's rows
   kFailPositionRange = 3,  // value: the position, target: the KV capacity
   kFailStepRange = 4,      // value: the step, target: the out-token slots
+  kFailGangWatchdog = 5,   // counter: the waiting member's rank; value, target: its gang's barrier
+};
+
+// How a block waits for a counter (megakernel/counter_wait.cuh).
+struct Backoff {
+  uint32_t first_sleep_ns, max_sleep_ns;  // between polls: the first sleep, doubled up to the longest
+  uint64_t watchdog_ns;                   // a wait longer than this fails the run
 };
 
 struct DeviceFailure {
@@ -83,6 +90,9 @@ struct DeviceGraph {
                                // nullptr for the ticket schedule
   const uint32_t* stage_first;  // ticket schedule: stage s is tasks stage_first[s] ..
   uint32_t n_stages;            // stage_first[s+1] (graph_stages); else nullptr and 0
+  uint32_t* gang_counters;      // persistent kernel, gangs' members at once: gang barrier words
+                                // (megakernel/gang_barrier.cuh) at each gang's rank-0 record;
+                                // nullptr: every gang runs whole (tasks/gang.h)
   RunControl* control;
 };
 

@@ -1,5 +1,7 @@
 #include "megakernel/failure_message.h"
 
+#include "tasks/gang.h"
+
 namespace spindle::cuda {
 
 std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t watchdog_ms) {
@@ -11,6 +13,12 @@ std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t wat
       const std::string counter = f.counter < g.counter_names.size() ? g.counter_names[f.counter] : "?";
       return "cuda executor watchdog: " + task + " waited over " + std::to_string(watchdog_ms) + " ms on counter " +
              std::to_string(f.counter) + " (" + counter + "): value " + value + ", needs " + target;
+    }
+    case kFailGangWatchdog: {
+      const uint32_t width = f.task < g.tasks.size() ? sp_gang_width(g.tasks[f.task]) : 0u;
+      return "cuda executor watchdog: " + task + ", rank " + std::to_string(f.counter) + " of a gang of " +
+             std::to_string(width) + ", waited over " + std::to_string(watchdog_ms) +
+             " ms at its gang's barrier for a member that never arrived: barrier word " + value + ", needs " + target;
     }
     case kFailTokenRange:
       return "cuda executor: " + task + ": token " + value + " is not below the embedding's " + target + " rows";

@@ -1,11 +1,14 @@
 #include "megakernel/megakernel.h"
 
 #include "megakernel/bulk_copy.cuh"
+#include "megakernel/counter_wait.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_failure.cuh"
+#include "megakernel/gang_barrier.cuh"
 #include "megakernel/run_device_task.cuh"
 #include "tasks/counters.h"
+#include "tasks/gang.h"
 
 namespace spindle::cuda {
 namespace {
@@ -102,21 +105,11 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
   if (t.wait_counter == SP_NO_COUNTER) return true;
   const uint32_t target = sp_wait_target(t, step);
   if (t.wait_counter == d.known_counter && sp_counter_reached(d.known_value, target)) return true;
-  DeviceAtomic counter(g.counters[t.wait_counter]);
-  uint32_t value = counter.load(kAcquire);
-  if (!sp_counter_reached(value, target)) {
-    const uint64_t start = global_timer_ns();
-    for (uint32_t sleep_ns = l.first_sleep_ns;; sleep_ns = min(2 * sleep_ns + 1, l.max_sleep_ns)) {
-      __nanosleep(sleep_ns);
-      value = counter.load(kAcquire);
-      if (sp_counter_reached(value, target)) break;
-      if (run_aborted(g.control)) return false;
-      if (global_timer_ns() - start > l.watchdog_ns) {
-        report_failure(g.control, {kFailWatchdog, task, step, t.wait_counter, value, target});
-        return false;
-      }
-    }
-  }
+  uint32_t value = DeviceAtomic(g.counters[t.wait_counter]).load(kAcquire);
+  if (!sp_counter_reached(value, target) &&
+      !poll_until(g.counters[t.wait_counter], target, value, l.backoff, g.control,
+                  {kFailWatchdog, task, step, t.wait_counter, 0, target}))
+    return false;
   d.known_counter = t.wait_counter;
   d.known_value = value;
   return true;
@@ -129,7 +122,10 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // record, starts the weight preload and the task's L2 prefetch for a later stage, and waits on
 // the task's counter; the block runs the tile; then thread 0 releases while thread 32 claims
 // the task after the next.
-template <int MinBlocksPerSm>
+// kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
+// have them; the other build does not carry them (code a persistent kernel never runs still
+// costs it: docs/JOURNAL.md, twenty-third session).
+template <int MinBlocksPerSm, bool kTwoHop>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ Claimed s_task, s_next;
@@ -216,7 +212,18 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     const TileExtras extras{l.input_cache ? &s_input : nullptr, t.wait_counter,
                             t.wait_counter == SP_NO_COUNTER ? 0u : sp_wait_target(t, task.step), &s_preload,
                             position};
-    run_device_task<false>(t, ctx, g, site, smem, &extras);  // split GEMVs: refused on the host
+    if constexpr (kTwoHop) {
+      // A gang's members run at once when the host gave gang counters (every member its block).
+      const uint32_t width = sp_gang_width(t);
+      const bool member = g.gang_counters && width > 1;
+      GangBarrier gang{};
+      if (member)
+        gang = {g.gang_counters + (task.task - t.gang_rank), width, t.gang_rank,
+                width * ((sp_gang_phases(t.op) - 1u) * task.step + 1u), l.backoff};
+      run_device_task<true>(t, ctx, g, site, smem, &extras, member ? &gang : nullptr);
+    } else {
+      run_device_task<false>(t, ctx, g, site, smem, &extras);
+    }
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {
       const uint64_t end_ns = global_timer_ns();  // the trace's end: the tile's, not the release's
@@ -248,36 +255,33 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   if (threadIdx.x == 0 && s_d.pending) DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
 }
 
-template <int MinBlocksPerSm>
-uint32_t blocks_per_sm(size_t smem) {
-  SP_CUDA(cudaFuncSetAttribute(persistent_kernel<MinBlocksPerSm>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(smem)));
-  int blocks = 0;
-  SP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, persistent_kernel<MinBlocksPerSm>, kBlockThreads, smem));
-  return uint32_t(blocks);
-}
+using Kernel = void (*)(DeviceGraph, MegakernelLaunch);
 
-template <int MinBlocksPerSm>
-size_t static_smem() {
-  cudaFuncAttributes attr{};
-  SP_CUDA(cudaFuncGetAttributes(&attr, persistent_kernel<MinBlocksPerSm>));
-  return attr.sharedSizeBytes;
+// The kernel's builds: registers for 1 or 2 blocks an SM, or the two-hop tiles (1 block an SM).
+Kernel kernel_build(uint32_t min_blocks_per_sm, bool two_hop) {
+  if (two_hop) return persistent_kernel<1, true>;
+  return min_blocks_per_sm >= 2 ? persistent_kernel<2, false> : persistent_kernel<1, false>;
 }
 
 }  // namespace
 
-size_t megakernel_static_smem(uint32_t min_blocks_per_sm) {
-  return min_blocks_per_sm >= 2 ? static_smem<2>() : static_smem<1>();
+size_t megakernel_static_smem(uint32_t min_blocks_per_sm, bool two_hop) {
+  cudaFuncAttributes attr{};
+  SP_CUDA(cudaFuncGetAttributes(&attr, kernel_build(min_blocks_per_sm, two_hop)));
+  return attr.sharedSizeBytes;
 }
 
-uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem) {
-  return min_blocks_per_sm >= 2 ? blocks_per_sm<2>(smem) : blocks_per_sm<1>(smem);
+uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, bool two_hop, size_t smem) {
+  const Kernel kernel = kernel_build(min_blocks_per_sm, two_hop);
+  SP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int blocks = 0;
+  SP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kBlockThreads, smem));
+  return uint32_t(blocks);
 }
 
-void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,
+void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, bool two_hop, uint32_t blocks, size_t smem,
                        const MegakernelLaunch& launch, cudaStream_t stream) {
-  if (min_blocks_per_sm >= 2) persistent_kernel<2><<<blocks, kBlockThreads, smem, stream>>>(g, launch);
-  else persistent_kernel<1><<<blocks, kBlockThreads, smem, stream>>>(g, launch);
+  kernel_build(min_blocks_per_sm, two_hop)<<<blocks, kBlockThreads, smem, stream>>>(g, launch);
   cuda_check(cudaGetLastError(), "persistent_kernel<<<>>>");
 }
 

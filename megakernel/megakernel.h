@@ -14,10 +14,9 @@ struct MegakernelLaunch {
   uint32_t first_step;      // executor step of the launch's first step
   uint32_t first_position;  // that step's position; every step adds one (advance_step)
   uint32_t steps;
-  uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
-  uint32_t first_sleep_ns, max_sleep_ns;  // back-off between polls of a counter
+  Backoff backoff;          // between polls of a counter, and the watchdog's bound
   uint32_t preload_bytes;  // a projection task's weights up to this size are copied into shared
                            // memory before its wait (0 = never) ...
   uint32_t smem_bytes;     // ... when they fit in the launch's dynamic shared memory
@@ -25,16 +24,20 @@ struct MegakernelLaunch {
                            // [k * n_stages + s], zeroed before the launch
 };
 
-// Blocks of the persistent kernel one SM can hold at once with `smem` bytes of dynamic shared
-// memory, for the build of the kernel whose registers allow `min_blocks_per_sm` (1 or 2) per
-// SM. Raises that kernel's shared-memory limit to `smem` first.
-uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, size_t smem);
+// The kernel has builds: registers for `min_blocks_per_sm` (1 or 2) blocks an SM, and, with
+// `two_hop`, the two-hop layer's tiles (split GEMV dots, MLP gangs; 1 block an SM only), which
+// the other builds leave out so that they pay nothing for them.
 
-// The static shared memory of that kernel's build: what a block has beside the dynamic part.
-size_t megakernel_static_smem(uint32_t min_blocks_per_sm);
+// Blocks of a build one SM can hold at once with `smem` bytes of dynamic shared memory. Raises
+// that build's shared-memory limit to `smem` first.
+uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, bool two_hop, size_t smem);
 
-// The grid must be co-resident for the static schedule (the caller clamps it).
-void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, uint32_t blocks, size_t smem,
+// The static shared memory of a build: what a block has beside the dynamic part.
+size_t megakernel_static_smem(uint32_t min_blocks_per_sm, bool two_hop);
+
+// The grid must be co-resident (the caller clamps it): for the static schedule, and for gangs
+// whose members run at once (DeviceGraph::gang_counters).
+void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, bool two_hop, uint32_t blocks, size_t smem,
                        const MegakernelLaunch& launch, cudaStream_t stream);
 
 }  // namespace spindle::cuda

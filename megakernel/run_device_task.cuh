@@ -7,25 +7,31 @@
 #include "megakernel/device_records.h"
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_embed.cuh"
+#include "megakernel/tile_mlp.cuh"
 #include "megakernel/tile_projection.cuh"
 #include "megakernel/tile_sample.cuh"
 
 namespace spindle::cuda {
 
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
-// in shared memory); `extras` is nullptr in the per-op kernels. kGemvSplits: whether split GEMV
-// dots are built in (tile_projection.cuh run_gemv).
-template <bool kGemvSplits>
+// in shared memory); `extras` is nullptr in the per-op kernels. kTwoHop: whether the tiles of
+// the two-hop layer (docs/two-hop-layer.md) are built in: split GEMV dots (tile_projection.cuh
+// run_gemv says why a build without them matters) and MLP gang tasks, whose members run at
+// once with `gang` and whole without.
+template <bool kTwoHop>
 __device__ inline void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
-                                       const TaskSite& site, uint8_t* smem, const TileExtras* extras) {
+                                       const TaskSite& site, uint8_t* smem, const TileExtras* extras,
+                                       const GangBarrier* gang = nullptr) {
   if (extras && extras->input && t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP && threadIdx.x == 0)
     extras->input->valid = 0;  // the tile may overwrite the cached input
   switch (t.op) {
     case SP_OP_EMBED: return run_embed(t, c, site);
-    case SP_OP_GEMV: return run_gemv<kGemvSplits>(t, c, smem, extras);
+    case SP_OP_GEMV: return run_gemv<kTwoHop>(t, c, smem, extras);
     case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
     case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
+    case SP_OP_MLP:
+      if constexpr (kTwoHop) return run_mlp(t, c, smem, site, gang);
   }
 }
 

@@ -25,6 +25,9 @@ SP_HDI uint32_t align16(uint32_t bytes) { return (bytes + 15u) & ~15u; }
 SP_HDI uint32_t projection_input_offset() { return kTileScratchBytes; }
 SP_HDI uint32_t projection_norm_offset(uint32_t K) { return kTileScratchBytes + align16(K * 2u); }
 SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offset(K) + align16(K * 2u); }
+// MLP: the normalised hidden state as a projection's input, then a member's activations (P bf16).
+SP_HDI uint32_t mlp_act_offset(uint32_t H) { return projection_smem_bytes(H); }
+SP_HDI uint32_t mlp_smem_bytes(uint32_t H, uint32_t piece) { return mlp_act_offset(H) + align16(piece * 2u); }
 // The persistent kernel's copy of a projection task's weight rows (GATE_UP: the gate rows, then
 // the up rows), after the input, from a 128-byte boundary.
 SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_bytes(K) + 127u) & ~127u; }

@@ -242,10 +242,10 @@ __device__ __forceinline__ float split_warp_dot(const bf16* row, const bf16* n, 
   return y;
 }
 
-// kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7). The
-// persistent kernel's does not (cuda_executor.cpp refuses such graphs there): the path alone,
-// never taken, made qwen3-0.6b 2.4% slower at position 1 and 6% at 4096 (docs/JOURNAL.md,
-// twenty-third session), and the two-hop layer that needs the split will have tiles of its own.
+// kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7): the
+// persistent kernel's plain build does not, since the path alone, never taken, made qwen3-0.6b
+// 2.4% slower at position 1 and 6% at 4096 (docs/JOURNAL.md, twenty-third session); its two-hop
+// build and the per-op kernels do.
 template <bool kSplits>
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const uint32_t K = c.views[t.operand[0]].cols;

@@ -9,10 +9,10 @@
 #include <stdint.h>
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "ops/acc.h"
+#include "ops/arrivals.h"
 #include "ops/dot.h"
 #include "ops/pmath.h"
 #include "ops/qk_norm_rope.h"
@@ -131,17 +131,6 @@ void attn_merge_heads(const float* partials, size_t row_stride, uint32_t chunks,
                       bf16* out, uint32_t h0, uint32_t h1) {
   for (uint32_t h = h0; h < h1; ++h)
     attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, used, D, out + size_t(h) * D);
-}
-
-// Counts one finished tile of a group whose `tiles` tiles run once a step: true for the
-// step's last, which resets the count for the next step. The acquire-release add orders every
-// earlier tile's partials before the last one's reads; the next step's tiles come after the
-// reset through the graph's counters.
-inline bool arrive_last(uint32_t& arrivals, uint32_t tiles) {
-  std::atomic_ref<uint32_t> count(arrivals);
-  if (count.fetch_add(1, std::memory_order_acq_rel) + 1 != tiles) return false;
-  count.store(0, std::memory_order_relaxed);
-  return true;
 }
 
 struct AttentionArgs {

@@ -9,6 +9,7 @@
 #include "ops/context.h"
 #include "ops/embed.h"
 #include "ops/gemv.h"
+#include "ops/mlp.h"
 #include "ops/sample.h"
 #include "tasks/error.h"
 
@@ -110,6 +111,26 @@ void run_sample(const SpTask& t, const TileContext& c) {
                    *c.state);
 }
 
+// The CPU executors run a gang whole (tasks/gang.h): rank 0's record runs every member; the
+// others' only wait and signal.
+template <class Acc>
+void run_mlp(const SpTask& t, const TileContext& c) {
+  if (sp_gang_width(t) > 1 && t.gang_rank != 0) return;
+  if (const char* problem = mlp_problem(t, c.views)) throw_task_error(t, problem);
+  const MlpArgs a{operand_data<const bf16>(t, c, 0),
+                  operand_data<const bf16>(t, c, 1),
+                  operand_data<const bf16>(t, c, 2),
+                  operand_view(t, c, 0).row_stride,
+                  operand_view(t, c, 2).row_stride,
+                  operand_data<bf16>(t, c, 3),
+                  {operand_data<const bf16>(t, c, 4), c.params->norm_kind, c.params->rms_eps},
+                  operand_data<float>(t, c, 5),
+                  operand_view(t, c, 5).row_stride,
+                  operand_data<uint32_t>(t, c, 6),
+                  mlp_shape(t, operand_view(t, c, 2))};
+  mlp_gang_whole<Acc>(a);
+}
+
 template <class Acc>
 void run_task(const SpTask& t, const TileContext& c) {
   switch (t.op) {
@@ -118,6 +139,7 @@ void run_task(const SpTask& t, const TileContext& c) {
     case SP_OP_GATE_UP: return run_gate_up<Acc>(t, c);
     case SP_OP_ATTENTION: return run_attention<Acc>(t, c);
     case SP_OP_SAMPLE: return run_sample<Acc>(t, c);
+    case SP_OP_MLP: return run_mlp<Acc>(t, c);
     default: throw Error("unknown opcode " + std::to_string(t.op));
   }
 }

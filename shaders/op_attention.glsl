@@ -11,9 +11,6 @@
 
 const uint NEG_INF = 0xff800000u;
 
-// Whether this tile is the group's last of the step to arrive, for every invocation.
-shared uint s_last_arrival;
-
 // The step's position, or a failure when it is past the KV capacity (then false). One read for
 // the workgroup: the loops that follow hold barriers, so every invocation must see one value.
 // Call in uniform control flow.
@@ -177,26 +174,6 @@ void attend_chunk(Task t, uint kv, uint c, uvec2 range, uint position) {
     Words row = Words(row_address(partials, h * chunks + c, 4u));
     chunk_partial(valid && !is_k, slot, cache, k_base, v_base, range, row, D);
   }
-}
-
-// Counts the tile in on the group's arrivals word (ops/attention.h arrive_last): true, in every
-// invocation, for the step's last tile of the group, which resets the count. A relaxed atomic
-// between device-scope barriers, as the protocol's counters (protocol.glsl: lavapipe breaks
-// atomics with memory semantics in divergent control flow): the first releases every
-// invocation's partials; the second, only in the last tile (the others read nothing more of
-// the group), acquires the other tiles' for the merge. Call in uniform control flow.
-bool arrived_last(uint64_t arrivals, uint kv, uint used) {
-  sync_buffers();
-  if (invocation() == 0u) {
-    Words count = Words(arrivals);
-    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == used ? 1u : 0u;
-    if (s_last_arrival != 0u)
-      atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
-  }
-  sync_shared();
-  if (s_last_arrival == 0u) return false;
-  sync_buffers();
-  return true;
 }
 
 // The group's q heads merged from the partials of their `used` non-empty chunks into out

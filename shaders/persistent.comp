@@ -34,6 +34,7 @@
 #include "op_projection.glsl"
 #include "op_attention.glsl"
 #include "op_embed_sample.glsl"
+#include "op_mlp.glsl"
 
 // The op dispatch. Opcodes are checked on the host before a run.
 void run_task(Task t) {
@@ -43,6 +44,7 @@ void run_task(Task t) {
     case SP_OP_GATE_UP: run_gate_up(t); break;
     case SP_OP_ATTENTION: run_attention(t); break;
     case SP_OP_SAMPLE: run_sample(t); break;
+    case SP_OP_MLP: run_mlp(t); break;
   }
 }
 
@@ -54,6 +56,7 @@ uint task_cost(Task t) {
     case SP_OP_GATE_UP: return cost_gate_up(t);
     case SP_OP_ATTENTION: return cost_attention(t);
     case SP_OP_SAMPLE: return cost_sample(t);
+    case SP_OP_MLP: return cost_mlp(t);
   }
   return 0u;
 }

@@ -6,6 +6,7 @@
 struct Task {
   uint op, tile_begin, tile_end;
   uint wait_counter, wait_count, wait_mode, signal_counter;
+  uint gang_width, gang_rank;  // tasks/gang.h (word 6's upper bytes; 0 or 1: no gang)
   uint operand[8];
 };
 
@@ -29,7 +30,10 @@ Task staged_task() {
   t.tile_end = record_word(SP_TASK_tile_end);
   t.wait_counter = record_word(SP_TASK_wait_counter);
   t.wait_count = record_word(SP_TASK_wait_count);
-  t.wait_mode = record_word(SP_TASK_wait_mode);
+  const uint word6 = record_word(SP_TASK_wait_mode);  // u16 wait mode, u8 gang width, u8 gang rank
+  t.wait_mode = word6 & 0xFFFFu;
+  t.gang_width = (word6 >> 16) & 0xFFu;
+  t.gang_rank = word6 >> 24;
   t.signal_counter = record_word(SP_TASK_signal_counter);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) t.operand[i] = record_word(SP_TASK_operand + i);
   return t;
@@ -93,6 +97,30 @@ shared uint s_task, s_step, s_position;
 // A tile's operand is out of range: invocation 0 records it; the caller skips the writes.
 void fail_task(uint kind, uint value, uint target) {
   if (invocation() == 0u) report_failure(kind, s_task, s_step, value, target);
+}
+
+// Whether this tile is the group's last of the step to arrive, for every invocation.
+shared uint s_last_arrival;
+
+// Counts the tile in on word `kv` of an arrivals view (ops/arrivals.h arrive_last): true, in every
+// invocation, for the step's last tile of the group, which resets the count. A relaxed atomic
+// between device-scope barriers, as the protocol's counters (above: lavapipe breaks
+// atomics with memory semantics in divergent control flow): the first releases every
+// invocation's partials; the second, only in the last tile (the others read nothing more of
+// the group), acquires the other tiles' for the merge. Attention's merge and the MLP gangs' sum
+// use it. Call in uniform control flow.
+bool arrived_last(uint64_t arrivals, uint kv, uint used) {
+  sync_buffers();
+  if (invocation() == 0u) {
+    Words count = Words(arrivals);
+    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == used ? 1u : 0u;
+    if (s_last_arrival != 0u)
+      atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
+  }
+  sync_shared();
+  if (s_last_arrival == 0u) return false;
+  sync_buffers();
+  return true;
 }
 
 #endif

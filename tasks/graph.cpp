@@ -1,10 +1,13 @@
 #include "tasks/graph.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "tasks/error.h"
+#include "tasks/gang.h"
 #include "tasks/gemv_split.h"
+#include "tasks/mlp_shape.h"
 #include "tasks/operands.h"
 
 namespace spindle {
@@ -84,6 +87,11 @@ void check_task(const Graph& g, size_t i) {
       fail(task_label(g, i) + ": " + problem + " (operand 7 'split' asks for " +
            std::to_string(t.operand[7] & 0xFFFFu) + " pieces in groups of " + std::to_string(t.operand[7] >> 16) +
            "; the rows have " + std::to_string(g.views[t.operand[0]].cols) + " columns)");
+  if (t.op == SP_OP_MLP) {
+    if (const char* problem = mlp_problem(t, g.views.data()))
+      fail(task_label(g, i) + ": " + problem + " (columns " + std::to_string(t.tile_begin) + ".." +
+           std::to_string(t.tile_end) + ", gang of " + std::to_string(sp_gang_width(t)) + ")");
+  }
   if (t.tile_begin > t.tile_end)
     fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
          std::to_string(t.tile_end) + ") is reversed");
@@ -97,6 +105,33 @@ void check_task(const Graph& g, size_t i) {
          ", but the graph has " + std::to_string(g.num_counters()) + " counters");
   if (t.wait_mode != SP_WAIT_SAME_STEP && t.wait_mode != SP_WAIT_PREV_STEP)
     fail(task_label(g, i) + " has unknown wait mode " + std::to_string(t.wait_mode));
+}
+
+// A gang (tasks/gang.h) is `width` consecutive records, ranks 0..width-1, alike but for
+// their tiles, which follow one another in runs of one length, of an op that runs in phases.
+void check_gang(const Graph& g, size_t i) {
+  const SpTask& t = g.tasks[i];
+  const uint32_t w = sp_gang_width(t), r = t.gang_rank;
+  const std::string gang = " of a gang of " + std::to_string(w);
+  if (w == 1) {
+    if (r != 0) fail(task_label(g, i) + " has rank " + std::to_string(r) + " but is in no gang");
+    return;
+  }
+  if (sp_gang_phases(t.op) < 2) fail(task_label(g, i) + " is in a gang of " + std::to_string(w) + ", but its op cannot gang");
+  if (r >= w) fail(task_label(g, i) + " has rank " + std::to_string(r) + gang);
+  if (r + 1 < w && (i + 1 == g.tasks.size() || g.tasks[i + 1].gang_rank != r + 1))
+    fail(task_label(g, i) + " is rank " + std::to_string(r) + gang + ", but rank " + std::to_string(r + 1) +
+         " does not follow it");
+  if (r == 0) return;
+  const SpTask& p = g.tasks[i - 1];  // rank r - 1: the check above, on record i - 1
+  SpTask same = p;
+  same.gang_rank = t.gang_rank;
+  same.tile_begin = t.tile_begin;
+  same.tile_end = t.tile_end;
+  if (std::memcmp(&same, &t, sizeof t) != 0 || t.tile_begin != p.tile_end ||
+      t.tile_end - t.tile_begin != p.tile_end - p.tile_begin)
+    fail(task_label(g, i) + ", rank " + std::to_string(r) + gang +
+         ", is not rank " + std::to_string(r - 1) + "'s record with the next tiles of the same length");
 }
 
 // Each wait must expect exactly the signals its counter receives per step, and a same-step
@@ -128,6 +163,7 @@ void validate(const Graph& g) {
   check_views(g);
   check_io(g);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_task(g, i);
+  for (size_t i = 0; i < g.tasks.size(); ++i) check_gang(g, i);
   check_counters(g);
 }
 

@@ -25,7 +25,7 @@ struct GraphIo {
 };
 
 struct Graph {
-  static constexpr uint32_t kVersion = 3;
+  static constexpr uint32_t kVersion = 4;
 
   std::string model;                    // what it was built from ("synthetic:tiny", a path)
   SpGraphParams params{};

@@ -1,5 +1,7 @@
 #include "tasks/graph_file.h"
 
+#include "tasks/gang.h"
+
 #include <array>
 #include <bit>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tasks/error.h"
+#include "tasks/gang.h"
 #include "tasks/operands.h"
 
 namespace spindle {
@@ -183,6 +186,7 @@ json task_to_json(const Graph& g, size_t i) {
           {"tiles", {t.tile_begin, t.tile_end}},
           {"wait", wait},
           {"signal", g.counter_names[t.signal_counter]},
+          {"gang", sp_gang_width(t) > 1 ? json{{"width", sp_gang_width(t)}, {"rank", t.gang_rank}} : json(nullptr)},
           {"operands", operands}};
 }
 

@@ -38,7 +38,19 @@ enum SpOpcode : uint32_t {
   //   0 logits [V] f32   1 argmax partials   2 imm partial count
   //   3 forced tokens [max_steps] u32   4 out tokens [max_steps] u32
   SP_OP_SAMPLE = 5,
-  SP_OP_COUNT_ = 6
+  // The MLP of one piece of P = tile_end - tile_begin intermediate columns, run by a gang
+  // (tasks/gang.h) of w = gang width members, pieces j = tile_begin / P: in phase 0 each member
+  // computes its P activations as GATE_UP does (normed hidden) and down's dots over their P
+  // columns into partial row j; in phase 1 member r sums its gang's w partial rows over its
+  // share of the H rows (gang_rows) into row pieces + gang, and the last of the gangs to do so
+  // for share r (the arrivals word r, which it resets) sums the gangs' rows in order and adds
+  // them to hidden: bit for bit a GEMV down split pieces/w (ops/mlp.h, docs/numerics.md).
+  // Tiles: intermediate columns.
+  //   0 Wg [I,H] bf16   1 Wu [I,H] bf16   2 Wd [H,I] bf16
+  //   3 hidden [H] bf16: the input, and in place the output r(hidden + r(down · act))
+  //   4 norm weight [H] bf16   5 partials [pieces + gangs, H] f32   6 arrivals [w] u32, zero between steps
+  SP_OP_MLP = 6,
+  SP_OP_COUNT_ = 7
 };
 
 #ifdef __cplusplus
@@ -58,6 +70,7 @@ inline const char* sp_opcode_name(uint32_t op) {
     case SP_OP_GATE_UP: return "gate_up";
     case SP_OP_ATTENTION: return "attention";
     case SP_OP_SAMPLE: return "sample";
+    case SP_OP_MLP: return "mlp";
     default: return nullptr;
   }
 }

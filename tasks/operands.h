@@ -45,6 +45,9 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
     case SP_OP_SAMPLE:
       return {{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
                {K::View, "forced"}, {K::View, "out_tokens"}}};
+    case SP_OP_MLP:
+      return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden"}, {K::View, "norm"},
+               {K::View, "partials"}, {K::View, "arrivals"}}};
     default:
       return {};
   }

@@ -22,7 +22,9 @@ struct SpTask {
   uint32_t tile_end;        // one past the last tile
   uint32_t wait_counter;    // counter to wait on, or SP_NO_COUNTER
   uint32_t wait_count;      // signals that counter receives per step
-  uint32_t wait_mode;       // SP_WAIT_SAME_STEP or SP_WAIT_PREV_STEP
+  uint16_t wait_mode;       // SP_WAIT_SAME_STEP or SP_WAIT_PREV_STEP
+  uint8_t gang_width;       // members of the record's gang, 0 or 1: none (tasks/gang.h, docs/isa.md)
+  uint8_t gang_rank;        // this record's rank in its gang
   uint32_t signal_counter;  // counter to release-add 1 on completion
   uint32_t operand[SP_TASK_OPERANDS];  // view ids or immediates; meaning per opcode (opcodes.h)
 };

@@ -43,7 +43,7 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
   for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--o-proj-split 2",
-                             "--down-split 16/4"}) {
+                             "--down-split 16/4", "--fused-mlp 16/4"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
     CHECK(r.status != 0);
@@ -81,7 +81,8 @@ TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and do
   const CliResult r = dump("--o-proj-split 2 --down-split 16/4");
   REQUIRE(r.status == 0);
   std::map<std::string, std::set<uint32_t>> splits;  // by the matrix each GEMV task reads
-  for (const json& t : json::parse(r.out).at("tasks"))
+  const json dumped = json::parse(r.out);  // held: a range-for does not keep the parse's temporary alive
+  for (const json& t : dumped.at("tasks"))
     if (t.at("op") == "gemv") {
       const std::string W = t.at("operands").at("W");
       splits[W.substr(W.rfind('.', W.size() - 8) + 1)].insert(t.at("operands").at("split").get<uint32_t>());
@@ -99,6 +100,41 @@ TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and do
            {"--down-split 32", "down split 32/0: the split's pieces are not whole octets"},
            {"--down-split 16/3", "down split 16/3: the split's groups do not divide its pieces"},
            {"--down-split 1/4", "down split: groups of 4 but fewer than 2 pieces"}}) {
+    CAPTURE(args);
+    const CliResult bad = dump(args);
+    CHECK(bad.status != 0);
+    CHECK(bad.err_has(message));
+  }
+}
+
+TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --down-split or bad pieces it is refused") {
+  const auto dump = [](const std::string& args) {
+    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
+  };
+  const CliResult r = dump("--fused-mlp 16/4");
+  REQUIRE(r.status == 0);
+  std::set<std::string> ops, gemv_weights;
+  std::vector<json> mlp;
+  const json dumped = json::parse(r.out);
+  for (const json& t : dumped.at("tasks")) {
+    ops.insert(t.at("op").get<std::string>());
+    if (t.at("op") == "mlp") mlp.push_back(t);
+    if (t.at("op") == "gemv") gemv_weights.insert(t.at("operands").at("W").get<std::string>());
+  }
+  CHECK(ops.count("gate_up") == 0);
+  for (const std::string& W : gemv_weights) CHECK(W.find("down_proj") == std::string::npos);
+  REQUIRE(mlp.size() == 2 * 16);  // tiny's 2 layers
+  for (uint32_t j = 0; j < mlp.size(); ++j) {
+    CAPTURE(j);
+    CHECK(mlp[j].at("tiles") == json{8 * (j % 16), 8 * (j % 16) + 8});
+    CHECK(mlp[j].at("gang") == json{{"width", 4}, {"rank", j % 4}});
+    CHECK(mlp[j].at("operands").at("Wd") == (j < 16 ? "model.layers.0.mlp.down_proj.weight" : "model.layers.1.mlp.down_proj.weight"));
+  }
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--fused-mlp 16/4 --down-split 16/4", "--down-split excludes --fused-mlp"},
+           {"--fused-mlp 32", "fused MLP split 32/0: the split's pieces are not whole octets"},
+           {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}}) {
     CAPTURE(args);
     const CliResult bad = dump(args);
     CHECK(bad.status != 0);

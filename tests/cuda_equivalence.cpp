@@ -272,38 +272,56 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
   check_same(run_decode(g, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
 }
 
-TEST_CASE("tiny: o_proj and down split into pieces, the per-op and CUDA-graph baselines match the sequential reference") {
+// Every mode: the megakernel's two-hop build runs these graphs (both schedules), as do the
+// per-op and CUDA-graph baselines.
+void check_every_mode(const Graph& g, const ModelWeights& w, const std::vector<uint32_t>& prompt, uint32_t new_tokens,
+                      const Decoded& expect, std::initializer_list<uint32_t> workers) {
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t n : workers) {
+      CAPTURE(schedule_kind_name(schedule));
+      CAPTURE(n);
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, n));
+      CAPTURE(ex.describe());
+      check_same(run_decode(ex, g, prompt, new_tokens), expect);
+    }
+  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(g, w, cuda_options(mode), prompt, new_tokens), expect);
+  }
+}
+
+TEST_CASE("tiny: o_proj and down split into pieces, every mode matches the sequential reference") {
   const TinyModel& m = tiny_split_model();
   const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
-  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
-    CAPTURE(cuda_mode_name(mode));
-    check_same(run_decode(m.graph, m.weights, cuda_options(mode), kPrompt, kNewTokens), expect);
-  }
+  check_every_mode(m.graph, m.weights, kPrompt, kNewTokens, expect, {1, 132});
 }
 
-TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums them: per-op and graph match") {
+// tiny's MLP stage has 16 tasks: from 16 blocks on, the megakernel runs each gang's 4 members at
+// once; with fewer, whole.
+TEST_CASE("tiny: the MLP as gangs, every mode and worker count, gives the down split's bits") {
+  const TinyModel& m = tiny_fused_mlp_model();
+  const TinyModel& split = tiny_split_model();
+  const Decoded expect = run_decode(split.graph, split.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  check_every_mode(m.graph, m.weights, kPrompt, kNewTokens, expect, {1, 7, 66, 132});
+}
+
+TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums them: every mode matches, MLP gangs too") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
-  const Graph g = qwen06b_graph(w, true);  // its split changes bits (executors_determinism.cpp)
+  const Graph g = qwen06b_graph(w, TwoHop::Split);  // its split changes bits (executors_determinism.cpp)
   const std::vector<uint32_t> prompt = {9, 151000, 42};
   const Decoded expect_06b = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
-  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
-    CAPTURE(cuda_mode_name(mode));
-    check_same(run_decode(g, w, cuda_options(mode), prompt, 3), expect_06b);
-  }
+  check_every_mode(g, w, prompt, 3, expect_06b, {132});
+  // 128 MLP tasks: 132 blocks run the gangs' members at once, 66 run them whole.
+  check_every_mode(qwen06b_graph(w, TwoHop::FusedMlp), w, prompt, 3, expect_06b, {66, 132});
 }
 
-TEST_CASE("tiny: the megakernel refuses a graph with split GEMV dots, naming the task and the modes that run it") {
-  const TinyModel& m = tiny_split_model();
-  std::string msg;
-  try {
-    CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel));
-  } catch (const Error& e) {
-    msg = e.what();
-  }
+TEST_CASE("tiny: the megakernel's two-hop build runs 1 block an SM and says so when asked for 2") {
+  const TinyModel& m = tiny_fused_mlp_model();
+  MegakernelTuning two;
+  two.blocks_per_sm = 2;
+  const std::string msg = error_of([&] { CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, 0, two)); });
   CAPTURE(msg);
-  CHECK(msg.find("cuda executor: task ") != std::string::npos);
-  CHECK(msg.find("(gemv): the megakernel does not split GEMV dots") != std::string::npos);
-  CHECK(msg.find("the per-op and graph modes do") != std::string::npos);
+  CHECK(msg.find("split GEMVs and MLP gangs runs 1 block an SM, not 2") != std::string::npos);
 }
 
 // The configuration `spindle bench` stalled in with static lists (qwen3-0.6b, context 4161,

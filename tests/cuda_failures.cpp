@@ -66,6 +66,34 @@ TEST_CASE("a projection task never given its input trips the watchdog with its c
   CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));  // still usable
 }
 
+// Rank 1 of layer 0's first MLP gang taken out, and every task after its stage left waiting on
+// nothing (they compute garbage): the blocks held at the gang's barrier keep the tasks they
+// claimed next, so a task waiting on those could time out first; now only the barrier can.
+TEST_CASE("tiny: a gang with a missing member trips the watchdog at the gang's barrier, either schedule") {
+  const TinyModel& m = tiny_fused_mlp_model();
+  Graph broken = m.graph;
+  uint32_t first = 0;
+  while (broken.tasks[first].op != SP_OP_MLP) ++first;
+  REQUIRE(broken.tasks[first].gang_width == 4);
+  broken.tasks.erase(broken.tasks.begin() + first + 1);
+  for (size_t i = first + 15; i < broken.tasks.size(); ++i) broken.tasks[i].wait_counter = SP_NO_COUNTER;
+  for (const ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
+    CAPTURE(schedule_kind_name(schedule));
+    ExecutorOptions o = megakernel_options();
+    o.schedule = schedule;
+    o.watchdog_ms = 300;
+    auto ex = make_executor(broken, m.weights, o);
+    const std::string msg = error_of([&] { decode(*ex, broken, {1}, 1, {}); });
+    CAPTURE(msg);
+    CHECK(msg.find("watchdog") != std::string::npos);
+    CHECK(msg.find("(mlp) of step 0, rank ") != std::string::npos);
+    CHECK(msg.find("of a gang of 4") != std::string::npos);
+    CHECK(msg.find("at its gang's barrier") != std::string::npos);
+    CHECK(msg.find("needs 4") != std::string::npos);
+  }
+  CHECK(greedy_tokens(ExecutorKind::Cuda) == greedy_tokens(ExecutorKind::Sequential));  // still usable
+}
+
 TEST_CASE("tiny: a token outside the vocabulary is an error naming the embedding task") {
   const TinyModel& m = tiny_model();
   auto ex = make_executor(m.graph, m.weights, megakernel_options());

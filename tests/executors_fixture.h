@@ -18,14 +18,17 @@ struct TinyModel {
   spindle::Graph graph;
 };
 
-// tiny's graph at context 64 with 3 attention chunks, o_proj's and down's dots split as given.
-inline TinyModel build_tiny(spindle::GemvSplit o_proj_split, spindle::GemvSplit down_split) {
+// tiny's graph at context 64 with 3 attention chunks, o_proj's and down's dots split as given,
+// and the MLP fused into gangs as given.
+inline TinyModel build_tiny(spindle::GemvSplit o_proj_split, spindle::GemvSplit down_split,
+                            spindle::GemvSplit fused_mlp = {}) {
   TinyModel t{spindle::load_model("synthetic:tiny"), {}};
   spindle::BuildOptions o;
   o.context = 64;
   o.attn_chunks = 3;
   o.o_proj_split = o_proj_split;
   o.down_split = down_split;
+  o.fused_mlp = fused_mlp;
   t.graph = spindle::build_decode_graph(t.weights, o);
   return t;
 }
@@ -42,19 +45,28 @@ inline const TinyModel& tiny_split_model() {
   return m;
 }
 
-// qwen3-0.6b's graph at context 128 with 8 attention chunks, plain or with o_proj's and
-// down's dots split as the two-hop layer sums them (o_proj over its 8 kv heads; down over 128
-// pieces of 24 columns, in gangs of 16). tiny's split changes no bf16 output (its few dots
-// rarely sit at a rounding boundary); this one's does (executors_determinism.cpp), so a GPU
-// executor that ignored the split would fail against it.
-inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, bool split) {
+// tiny_split_model's numerics with the MLP as gang tasks: 16 pieces in 4 gangs of 4.
+inline const TinyModel& tiny_fused_mlp_model() {
+  static const TinyModel m = build_tiny({2, 0}, {}, {16, 4});
+  return m;
+}
+
+// How a qwen3-0.6b test graph sums o_proj and down: plainly; split as the two-hop layer sums
+// them (o_proj over its 8 kv heads; down over 128 pieces of 24 columns, in gangs of 16); or
+// that split with the MLP as gang tasks (the same bits).
+enum class TwoHop { Plain, Split, FusedMlp };
+
+// qwen3-0.6b's graph at context 128 with 8 attention chunks, summed as `two_hop` says. tiny's
+// split changes no bf16 output (its few dots rarely sit at a rounding boundary); this one's
+// does (executors_determinism.cpp), so a GPU executor that ignored the split would fail
+// against it.
+inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, TwoHop two_hop) {
   spindle::BuildOptions o;
   o.context = 128;
   o.attn_chunks = 8;
-  if (split) {
-    o.o_proj_split = {8, 0};
-    o.down_split = {128, 16};
-  }
+  if (two_hop != TwoHop::Plain) o.o_proj_split = {8, 0};
+  if (two_hop == TwoHop::Split) o.down_split = {128, 16};
+  if (two_hop == TwoHop::FusedMlp) o.fused_mlp = {128, 16};
   return spindle::build_decode_graph(w, o);
 }
 

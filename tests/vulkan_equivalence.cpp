@@ -56,30 +56,37 @@ TEST_CASE("vulkan: tiny greedy decode equals the sequential reference for every 
     }
 }
 
-TEST_CASE("vulkan: o_proj and down split into pieces (the two-hop layer's sums) give the sequential reference's tokens") {
+TEST_CASE("vulkan: o_proj and down split into pieces, or the MLP as gangs, give the sequential split reference's tokens") {
   const TinyModel& m = tiny_split_model();
   auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
   const Decoded expect = run_decode(*ref, m.graph, kPrompt, kNewTokens);
-  for (uint32_t warps : {1u, 8u})
-    for (uint32_t workers : {1u, 3u}) {
-      CAPTURE(warps);
-      CAPTURE(workers);
-      VulkanExecutor ex(m.graph, m.weights, vulkan_options(workers, {warps, 0}));
-      check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), expect);
-    }
+  for (const TinyModel* run : {&m, &tiny_fused_mlp_model()})
+    for (uint32_t warps : {1u, 8u})
+      for (uint32_t workers : {1u, 3u}) {
+        CAPTURE(run == &m ? "split" : "MLP gangs");
+        CAPTURE(warps);
+        CAPTURE(workers);
+        VulkanExecutor ex(run->graph, run->weights, vulkan_options(workers, {warps, 0}));
+        check_same(run_decode(ex, run->graph, kPrompt, kNewTokens), expect);
+      }
 }
 
 // tiny's split changes no output bit (executors_fixture.h), so only this test can tell a shader
 // that ignored the split; it needs a GPU (on lavapipe qwen3-0.6b runs past the loop limit).
-TEST_CASE("vulkan: qwen3-0.6b with o_proj and down split as the two-hop layer sums them gives the reference's logits") {
+TEST_CASE("vulkan: qwen3-0.6b with o_proj and down split as the two-hop layer sums them, MLP gangs too, gives the reference's logits") {
   if (VulkanExecutor(tiny_model().graph, tiny_model().weights, vulkan_options(1)).describe().find("llvmpipe") !=
       std::string::npos)
     return;
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
-  const Graph g = qwen06b_graph(w, true);
-  VulkanExecutor ex(g, w, vulkan_options(0));
+  const Graph g = qwen06b_graph(w, TwoHop::Split);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
-  check_same(run_decode(ex, g, prompt, 3), run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3));
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
+  for (TwoHop two_hop : {TwoHop::Split, TwoHop::FusedMlp}) {
+    CAPTURE(int(two_hop));
+    const Graph run = qwen06b_graph(w, two_hop);
+    VulkanExecutor ex(run, w, vulkan_options(0));
+    check_same(run_decode(ex, run, prompt, 3), expect);
+  }
 }
 
 TEST_CASE("vulkan: any split of the butterfly between shared memory and shuffles, and either poll, changes nothing") {

@@ -51,8 +51,8 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
   const std::string split_help =
       "'s row dots as the sums of PIECES dots over equal column ranges, GROUP pieces at a time (all when "
       "omitted), as a layer split over blocks sums them (docs/two-hop-layer.md); part of the numerics, so it "
-      "changes the tokens' bits; the cuda megakernel refuses it (per-op and graph run it); 0 = the plain "
-      "canonical dot";
+      "changes the tokens' bits; the cuda megakernel runs it in its two-hop build (1 block an SM); 0 = the "
+      "plain canonical dot";
   cmd.add_option_function<std::string>(
          "--o-proj-split", [&build](const std::string& v) { build.o_proj_split = parse_split(v, "--o-proj-split"); },
          "o_proj" + split_help)
@@ -61,6 +61,14 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
          "--down-split", [&build](const std::string& v) { build.down_split = parse_split(v, "--down-split"); },
          "down" + split_help)
       ->type_name("PIECES[/GROUP]");
+  cmd.add_option_function<std::string>(
+         "--fused-mlp", [&build](const std::string& v) { build.fused_mlp = parse_split(v, "--fused-mlp"); },
+         "each layer's MLP (gate_up and down) as one stage of PIECES tasks of intermediate/PIECES columns, in "
+         "gangs of GANG (all of them when omitted; at most 255) that sum down's dots as --down-split "
+         "PIECES/GANG does, so the tokens' bits are that split's (docs/two-hop-layer.md); 0 = the gate_up and "
+         "down stages")
+      ->type_name("PIECES[/GANG]")
+      ->excludes("--down-split");
 }
 
 GemvSplit parse_split(const std::string& text, const std::string& option) {
