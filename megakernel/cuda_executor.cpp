@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "megakernel/l2_prefetch.h"
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
+#include "megakernel/repack_down.h"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "tasks/counters.h"
@@ -126,6 +128,12 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
 size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
+    if (t.op == SP_OP_MLP) {
+      const SpView& Wd = g.views[t.operand[2]];
+      bytes = std::max(bytes, size_t(cuda::mlp_preload_end(Wd.rows, t.tile_end - t.tile_begin,
+                                                           g.views[t.operand[0]].row_stride, budget, limit)));
+      continue;
+    }
     const uint32_t matrices = sp_projection_matrices(t.op);
     if (!matrices || t.tile_end <= t.tile_begin) continue;
     const SpView& W = g.views[t.operand[0]];
@@ -157,8 +165,28 @@ std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cud
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
     });
+    if (s.t.op == SP_OP_MLP) s.views[2].row_stride = cuda::kPieceMajorStride;  // repack_down_weights
   }
   return staged;
+}
+
+// The persistent kernel reads an MLP graph's down weights piece-major (repack_down.h): each
+// down view of an MLP task, rewritten in place once. Throws if two tasks cut one view into
+// pieces of different widths.
+void repack_down_weights(const Graph& g, const cuda::DeviceModel& model) {
+  std::map<uint32_t, uint32_t> piece_of_view;
+  for (const SpTask& t : g.tasks) {
+    if (t.op != SP_OP_MLP) continue;
+    const uint32_t piece = t.tile_end - t.tile_begin;
+    const auto [at, added] = piece_of_view.emplace(t.operand[2], piece);
+    if (!added && at->second != piece)
+      throw Error("cuda executor: view '" + g.view_names[t.operand[2]] + "' is cut into MLP pieces of " +
+                  std::to_string(at->second) + " and " + std::to_string(piece) + " columns");
+  }
+  for (const auto& [v, piece] : piece_of_view) {
+    const SpView& W = g.views[v];
+    cuda::repack_down_pieces(model.arena(W.arena) + sp_view_offset(W), W.rows, W.cols, W.row_stride, piece);
+  }
 }
 
 template <class T>
@@ -209,7 +237,10 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
   d.stages = cuda::graph_stages(g);
-  if (opt.cuda_mode == CudaMode::Megakernel) d.staged = upload(staged_tasks(g, d.stages, tuning), "the staged task table");
+  if (opt.cuda_mode == CudaMode::Megakernel) {
+    d.staged = upload(staged_tasks(g, d.stages, tuning), "the staged task table");
+    repack_down_weights(g, d.model);
+  }
   else d.tasks = upload(g.tasks, "the task table");
   two_hop_ = needs_two_hop(g);
   // The graph's counters, then one gang barrier word a task (used at gangs' rank-0 records).

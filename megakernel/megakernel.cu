@@ -189,8 +189,12 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         progress[4 * blockIdx.x + 1] = task.step;
         progress[4 * blockIdx.x + 2] = 1;
       }
-      if (l.preload_bytes)
-        s_preload.bytes = start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
+      if (l.preload_bytes)  // an MLP member's weights only when it runs at once with its gang
+        s_preload.bytes = kTwoHop && staged.t.op == SP_OP_MLP
+                              ? (g.gang_counters ? start_mlp_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes,
+                                                                     s_preload.bar)
+                                                 : 0u)
+                              : start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
       const L2Prefetch ahead = staged.prefetch;  // after this task's own copies, which it needs first
       if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
       s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d);

@@ -19,7 +19,7 @@ namespace spindle::cuda {
 // run_gemv says why a build without them matters) and MLP gang tasks, whose members run at
 // once with `gang` and whole without.
 template <bool kTwoHop>
-__device__ inline void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
+__device__ __forceinline__ void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
                                        const TaskSite& site, uint8_t* smem, const TileExtras* extras,
                                        const GangBarrier* gang = nullptr) {
   if (extras && extras->input && t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP && threadIdx.x == 0)
@@ -31,7 +31,7 @@ __device__ inline void run_device_task(const SpTask& t, const TileContext& c, co
     case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
     case SP_OP_MLP:
-      if constexpr (kTwoHop) return run_mlp(t, c, smem, site, gang);
+      if constexpr (kTwoHop) return run_mlp(t, c, smem, site, extras, gang);
   }
 }
 

@@ -48,6 +48,18 @@ SP_HDI uint64_t preload_end_bytes(uint32_t matrices, uint32_t rows, uint32_t col
   return span % 16u || row_stride % 8u || total > budget || end > limit ? 0 : end;
 }
 
+// The persistent kernel's copy of an MLP member's weights, from a 128-byte boundary after that:
+// its gate rows, its up rows (each from the first row's start to the last row's end), then its
+// piece of the down weight repacked piece-major ([H][P], megakernel/repack_down.h).
+SP_HDI uint32_t mlp_preload_offset(uint32_t H, uint32_t piece) { return (mlp_smem_bytes(H, piece) + 127u) & ~127u; }
+// Where that copy ends: 0 when it cannot be made (spans not whole 16-byte pieces), takes more
+// than `budget` bytes or ends past `limit`.
+SP_HDI uint64_t mlp_preload_end(uint32_t H, uint32_t piece, uint32_t gu_stride, uint64_t budget, uint64_t limit) {
+  const uint64_t span = preload_span_bytes(piece, H, gu_stride), down = uint64_t(H) * piece * 2u;
+  const uint64_t total = 2u * span + down, end = mlp_preload_offset(H, piece) + total;
+  return span % 16u || down % 16u || gu_stride % 8u || total > budget || end > limit ? 0 : end;
+}
+
 // The merge: per head, room for its non-empty chunks' partial rows (f32) staged from an
 // address rounded down to 16 bytes (3 floats more), then one weight per row.
 SP_HDI uint32_t merge_head_floats(uint32_t chunks, uint32_t row_stride) { return (chunks * row_stride + 3u + 3u) & ~3u; }

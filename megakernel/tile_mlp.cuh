@@ -1,43 +1,118 @@
 // The MLP gang task's tile (ops/mlp.h, docs/numerics.md "MLP"): phase 0 computes a member's
 // activations from the normalised hidden state (shared memory) and down's dots over their
 // columns; phase 1 sums the gang's pieces over the member's share of the rows, and the last
-// gang to do so for that share adds the gangs' sums to hidden. Each dot is a warp's canonical
-// dot, so the bits are the CPU reference's. Step 2 of docs/two-hop-layer.md: correct, not yet
-// fast (down's P columns a row are read row by row from global memory).
+// gang to do so for that share adds the gangs' sums to hidden. Every dot is the canonical one,
+// so the bits are the CPU reference's. In the persistent kernel the down weight is piece-major
+// (repack_down.h), and a member running at once with its gang has its weights copied into
+// shared memory before its wait (start_mlp_preload); the per-op kernels read the row-major
+// weight from global memory, a warp a row.
 #pragma once
 #include <stdint.h>
 
+#include "megakernel/bulk_copy.cuh"
 #include "megakernel/gang_barrier.cuh"
+#include "megakernel/repack_down.h"
 #include "megakernel/tile_projection.cuh"
 #include "ops/mlp.h"
 
 namespace spindle::cuda {
 
-// Phase 0 of the member holding piece `index`; n is the normalised hidden state.
-__device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, uint32_t index,
-                                 const bf16* n, uint8_t* smem) {
+// Where a member's weights are read: its gate and up rows (`gu_stride` apart), and its piece
+// of down: row-major (`d_stride` apart, from the piece's first column) or piece-major ([H][P]).
+struct MlpWeights {
+  const bf16 *gate, *up, *down;
+  uint32_t gu_stride, d_stride;
+  bool piece_major, shared;
+};
+
+__device__ inline MlpWeights mlp_weights(const SpTask& t, const TileContext& c, const MlpShape& s, uint32_t index) {
   const SpView &Wg = c.views[t.operand[0]], &Wd = c.views[t.operand[2]];
-  const uint32_t c0 = index * s.piece, stride = warps_per_block();
-  const bf16* wg = view_data<const bf16>(c, t.operand[0]) + size_t(c0) * Wg.row_stride;
-  const bf16* wu = view_data<const bf16>(c, t.operand[1]) + size_t(c0) * Wg.row_stride;
+  const size_t first_row = size_t(index) * s.piece * Wg.row_stride;
+  const bool piece_major = Wd.row_stride == kPieceMajorStride;
+  const bf16* down = view_data<const bf16>(c, t.operand[2]) +
+                     (piece_major ? size_t(index) * s.H * s.piece : size_t(index) * s.piece);
+  return {view_data<const bf16>(c, t.operand[0]) + first_row, view_data<const bf16>(c, t.operand[1]) + first_row,
+          down, Wg.row_stride, Wd.row_stride, piece_major, false};
+}
+
+// Thread 0 of the persistent kernel, before the wait of an MLP member that runs at once with
+// its gang: starts the bulk copies of its gate rows, up rows and piece-major down block into
+// shared memory (tile_layout.h mlp_preload_offset) when mlp_preload_end allows them. Returns
+// the bytes started (0: none).
+__device__ inline uint32_t start_mlp_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t max_bytes,
+                                             uint32_t smem_bytes, uint32_t bar) {
+  const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
+  const MlpWeights w = mlp_weights(t, c, s, s.index);
+  const uint64_t end = mlp_preload_end(s.H, s.piece, w.gu_stride, max_bytes, smem_bytes);
+  if (!end || !w.piece_major || !aligned16(w.gate) || !aligned16(w.up) || !aligned16(w.down)) return 0;
+  const uint32_t offset = mlp_preload_offset(s.H, s.piece), span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride));
+  fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
+  mbar_arrive_expect_tx(bar, uint32_t(end - offset));
+  bulk_copy_to_shared(smem_address(smem + offset), w.gate, span, bar);
+  bulk_copy_to_shared(smem_address(smem + offset + span), w.up, span, bar);
+  bulk_copy_to_shared(smem_address(smem + offset + 2u * span), w.down, s.H * s.piece * 2u, bar);
+  return uint32_t(end - offset);
+}
+
+// The canonical dot (ops/dot.h) of n <= 64 elements in one thread: lanes past n / 8 hold +0 (a
+// lane's sum starts at +0 and never becomes -0), which the butterfly's rounds at offsets 16 and
+// 8 add without effect, so the rounds at 4, 2 and 1 over 8 lanes give the warp's bits.
+__device__ __forceinline__ float thread_dot64(const bf16* a, const bf16* b, uint32_t n) {
+  float lane[8];
+#pragma unroll
+  for (uint32_t l = 0; l < 8; ++l) {
+    lane[l] = 0.0f;
+    if (8u * l < n) {
+      float af[8], bf[8];
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(a + 8u * l), af);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(b + 8u * l), bf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) lane[l] = add_product(lane[l], af[e], bf[e]);
+    }
+  }
+#pragma unroll
+  for (uint32_t off = 4; off > 0; off /= 2)
+#pragma unroll
+    for (uint32_t l = 0; l < off; ++l) lane[l] = lane[l] + lane[l + off];
+  return lane[0];
+}
+
+// Phase 0 of the member holding piece `index`; n is the normalised hidden state. Out of line:
+// inlined, it pushed the two-hop build's task dispatch out of line instead, with 1.6 KB of spills.
+__device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, const MlpWeights& w,
+                                 uint32_t index, const bf16* n, uint8_t* smem) {
+  const uint32_t stride = warps_per_block();
   bf16* act = reinterpret_cast<bf16*>(smem + mlp_act_offset(s.H));
   for_row_groups<kGateUpGroupRows>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
-    const bf16* rows[2 * R];
-    for (int i = 0; i < R; ++i) {
-      rows[2 * i] = wg + size_t(j0 + i * stride) * Wg.row_stride;
-      rows[2 * i + 1] = wu + size_t(j0 + i * stride) * Wg.row_stride;
-    }
     float dots[2 * R];
-    warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, s.H, dots);
+    if (w.shared && s.H % kSharedDotSpan == 0) {
+      uint32_t rows[2 * R];
+      for (int i = 0; i < R; ++i) {
+        rows[2 * i] = smem_address(w.gate + size_t(j0 + i * stride) * w.gu_stride);
+        rows[2 * i + 1] = smem_address(w.up + size_t(j0 + i * stride) * w.gu_stride);
+      }
+      warp_dot_rows_shared<2 * R>(rows, smem_address(opaque(n)), s.H, dots);
+    } else {
+      const bf16* rows[2 * R];
+      for (int i = 0; i < R; ++i) {
+        rows[2 * i] = w.gate + size_t(j0 + i * stride) * w.gu_stride;
+        rows[2 * i + 1] = w.up + size_t(j0 + i * stride) * w.gu_stride;
+      }
+      warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, s.H, dots);
+    }
     if (lane_id() == 0)
       for (int i = 0; i < R; ++i) act[j0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
   });
   __syncthreads();
-  const bf16* wd = view_data<const bf16>(c, t.operand[2]) + c0;
   float* out = view_data<float>(c, t.operand[5]) + size_t(index) * c.views[t.operand[5]].row_stride;
+  if (w.piece_major && s.piece <= 64) {  // a thread a row, its P columns contiguous
+    for (uint32_t i = threadIdx.x; i < s.H; i += blockDim.x) out[i] = thread_dot64(w.down + size_t(i) * s.piece, act, s.piece);
+    return;
+  }
+  const uint32_t row_stride = w.piece_major ? s.piece : w.d_stride;
   for_row_groups<kGemvGroupRows>(warp_id(), s.H, stride, [&]<int R>(uint32_t i0) {
     const bf16* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = wd + size_t(i0 + i * stride) * Wd.row_stride;
+    for (int i = 0; i < R; ++i) rows[i] = w.down + size_t(i0 + i * stride) * row_stride;
     float dots[R];
     warp_dot_rows<Src::Weight, Src::Shared, R, 1>(rows, act, s.piece, dots);
     if (lane_id() == 0)
@@ -76,21 +151,30 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
 }
 
 // A member's task: with `gang` (the persistent kernel running the members at once) its own
-// phases around the barrier; without, rank 0 runs the whole gang and the other ranks nothing.
+// phases around the barrier, its weights from the preloaded copy when `extras` has one; without,
+// rank 0 runs the whole gang and the other ranks nothing.
 __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site,
-                               const GangBarrier* gang) {
+                               const TileExtras* extras, const GangBarrier* gang) {
   const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
   const uint32_t rank = s.width > 1 ? t.gang_rank : 0u;
   if (!gang && rank != 0) return;
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[3]), s.H, view_data<const bf16>(c, t.operand[4]),
                                    *c.params, smem, nullptr);
   if (gang) {
-    mlp_piece(t, c, s, s.index, n, smem);
+    MlpWeights w = mlp_weights(t, c, s, s.index);
+    if (extras && extras->preload && extras->preload->bytes) {
+      mbar_wait(extras->preload->bar, extras->preload->parity);
+      // Known only after the wait, so no load of the copy is moved above it (as task_weights).
+      const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + mlp_preload_offset(s.H, s.piece)));
+      const uint32_t span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride)) / 2u;
+      w = {copy, copy + span, copy + 2u * span, w.gu_stride, w.d_stride, true, true};
+    }
+    mlp_piece(t, c, s, w, s.index, n, smem);
     if (!gang_barrier(*gang, 0, site)) return;
     return mlp_gang_sum(t, c, s, s.gang, rank);
   }
   for (uint32_t r = 0; r < s.width; ++r) {
-    mlp_piece(t, c, s, s.index + r, n, smem);
+    mlp_piece(t, c, s, mlp_weights(t, c, s, s.index + r), s.index + r, n, smem);
     __syncthreads();  // the next piece's activations reuse shared memory
   }
   for (uint32_t r = 0; r < s.width; ++r) {
