@@ -20,17 +20,6 @@ SP_GANG_HD inline uint32_t sp_gang_width(const SpTask& t) { return t.gang_width 
 // Phases of an opcode's task, a gang barrier between each two; 1 for an op that cannot gang.
 SP_GANG_HD inline uint32_t sp_gang_phases(uint32_t op) { return op == SP_OP_MLP ? 2u : 1u; }
 
-// Rank `rank`'s record of the gang whose rank-0 record is `first`: a gang's members hold
-// consecutive tile ranges of one length (validate() checks it).
-SP_GANG_HD inline SpTask sp_gang_member(const SpTask& first, uint32_t rank) {
-  SpTask t = first;
-  const uint32_t len = first.tile_end - first.tile_begin;
-  t.tile_begin = first.tile_begin + rank * len;
-  t.tile_end = t.tile_begin + len;
-  t.gang_rank = uint8_t(rank);
-  return t;
-}
-
 // Member r's share [sp_gang_share(n, w, r), sp_gang_share(n, w, r + 1)) of n items split over
 // w members: ceil(n / w) each, the last ones shorter or empty.
 SP_GANG_HD inline uint32_t sp_gang_share(uint32_t n, uint32_t w, uint32_t r) {

@@ -123,7 +123,10 @@ void check_gang(const Graph& g, size_t i) {
     fail(task_label(g, i) + " is rank " + std::to_string(r) + gang + ", but rank " + std::to_string(r + 1) +
          " does not follow it");
   if (r == 0) return;
-  const SpTask& p = g.tasks[i - 1];  // rank r - 1: the check above, on record i - 1
+  if (i == 0 || g.tasks[i - 1].gang_rank != r - 1)
+    fail(task_label(g, i) + " is rank " + std::to_string(r) + gang + ", but rank " + std::to_string(r - 1) +
+         " does not precede it");
+  const SpTask& p = g.tasks[i - 1];
   SpTask same = p;
   same.gang_rank = t.gang_rank;
   same.tile_begin = t.tile_begin;

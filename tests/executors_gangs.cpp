@@ -55,6 +55,11 @@ TEST_CASE("validate() names a broken gang: a missing member, a bad rank, a membe
   }
   {
     Graph g = good;
+    g.tasks.erase(g.tasks.begin(), g.tasks.begin() + first + 1);  // the graph now starts at rank 1
+    check_rejected(g, "task 0 (mlp) is rank 1 of a gang of 4, but rank 0 does not precede it");
+  }
+  {
+    Graph g = good;
     g.tasks[first + 3].gang_rank = 7;
     check_rejected(g, "task " + std::to_string(first + 3) + " (mlp): the rank is not the piece's place in its gang");
   }
