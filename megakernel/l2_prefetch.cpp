@@ -12,26 +12,41 @@ struct Span {
   uint64_t begin, end;  // bytes of the arena
 };
 
-// The target stage's weight rows in task order, 16-byte aligned (outward, within the arena),
-// cut after `budget` bytes.
+// A task's weights as byte ranges of their arenas: a projection's rows of each matrix; an MLP
+// member's gate and up rows and its block of the down weight, which the persistent kernel holds
+// piece-major (repack_down.h).
+std::vector<Span> task_weight_spans(const Graph& g, const SpTask& t) {
+  std::vector<Span> spans;
+  if (t.tile_end <= t.tile_begin) return spans;
+  const uint32_t rows = t.tile_end - t.tile_begin;
+  const uint32_t matrices = t.op == SP_OP_MLP ? 2u : sp_projection_matrices(t.op);
+  for (uint32_t m = 0; m < matrices; ++m) {
+    const SpView& W = g.views[t.operand[m]];
+    const uint64_t first = sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u;
+    spans.push_back({W.arena, first, first + preload_span_bytes(rows, W.cols, W.row_stride)});
+  }
+  if (t.op == SP_OP_MLP) {
+    const SpView& Wd = g.views[t.operand[2]];
+    const uint64_t block = uint64_t(Wd.rows) * rows * 2u;
+    const uint64_t first = sp_view_offset(Wd) + uint64_t(t.tile_begin / rows) * block;
+    spans.push_back({Wd.arena, first, first + block});
+  }
+  return spans;
+}
+
+// The target stage's weights in task order, 16-byte aligned (outward, within the arena), cut
+// after `budget` bytes.
 std::vector<Span> stage_weight_spans(const Graph& g, const Stage& st, uint64_t budget) {
   std::vector<Span> spans;
   uint64_t taken = 0;
-  for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i) {
-    const SpTask& t = g.tasks[i];
-    const uint32_t matrices = sp_projection_matrices(t.op);
-    for (uint32_t m = 0; m < matrices && t.tile_end > t.tile_begin && taken < budget; ++m) {
-      const SpView& W = g.views[t.operand[m]];
-      if (W.arena < SP_ARENA_WEIGHTS0) continue;
-      const uint64_t first = sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u;
-      const uint64_t bytes = preload_span_bytes(t.tile_end - t.tile_begin, W.cols, W.row_stride);
-      const uint64_t begin = first & ~uint64_t(15), end = std::min((first + bytes + 15u) & ~uint64_t(15),
-                                                                   g.arenas[W.arena].bytes);
+  for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i)
+    for (const Span& w : task_weight_spans(g, g.tasks[i])) {
+      if (w.arena < SP_ARENA_WEIGHTS0 || taken >= budget) continue;
+      const uint64_t begin = w.begin & ~uint64_t(15), end = std::min((w.end + 15u) & ~uint64_t(15), g.arenas[w.arena].bytes);
       const uint64_t kept = std::min(end - begin, budget - taken);
-      spans.push_back({W.arena, begin, begin + kept});
+      spans.push_back({w.arena, begin, begin + kept});
       taken += kept;
     }
-  }
   return spans;
 }
 

@@ -15,17 +15,26 @@ using Granules = std::set<std::pair<uint32_t, uint64_t>>;  // (arena, offset / 1
 
 namespace {
 
-// The granules of every weight row the stage's projection tasks read.
+// The granules of every weight row the stage's projection tasks read, and of an MLP member's
+// gate and up rows and its down piece j, which the persistent kernel holds piece-major
+// (repack_down.h): bytes [j·H·P·2, (j+1)·H·P·2) of the down view.
 Granules rows_of(const Graph& g, const cuda::Stage& st) {
   Granules out;
   for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
     const SpTask& t = g.tasks[i];
-    for (uint32_t m = 0; m < sp_projection_matrices(t.op); ++m) {
+    const uint32_t matrices = t.op == SP_OP_MLP ? 2u : sp_projection_matrices(t.op);
+    for (uint32_t m = 0; m < matrices; ++m) {
       const SpView& W = g.views[t.operand[m]];
       for (uint32_t r = t.tile_begin; r < t.tile_end; ++r) {
         const uint64_t first = sp_view_offset(W) + uint64_t(r) * W.row_stride * 2u;
         for (uint64_t b = first / 16; b < (first + W.cols * 2u + 15) / 16; ++b) out.insert({W.arena, b});
       }
+    }
+    if (t.op == SP_OP_MLP) {
+      const SpView& Wd = g.views[t.operand[2]];
+      const uint64_t P = t.tile_end - t.tile_begin, block = Wd.rows * P * 2u;
+      const uint64_t first = sp_view_offset(Wd) + t.tile_begin / P * block;
+      for (uint64_t b = first / 16; b < (first + block + 15) / 16; ++b) out.insert({Wd.arena, b});
     }
   }
   return out;
@@ -49,22 +58,24 @@ Granules prefetched_by(const Graph& g, const cuda::Stage& st, const std::vector<
 
 }  // namespace
 
-TEST_CASE("each stage prefetches exactly the weight rows of the stage `distance` later, around the step") {
-  const Graph& g = tiny_model().graph;
-  const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
-  for (const SpView& v : g.views) REQUIRE(v.row_stride == v.cols);  // rows without gaps: spans are rows
-  for (uint32_t distance : {1u, 2u, 3u}) {
-    CAPTURE(distance);
-    const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, stages, distance, uint64_t(1) << 30);
-    REQUIRE(plan.size() == g.tasks.size());
-    size_t with_weights = 0;
-    for (size_t s = 0; s < stages.size(); ++s) {
-      CAPTURE(s);
-      const Granules want = rows_of(g, stages[(s + distance) % stages.size()]);
-      with_weights += !want.empty();
-      CHECK(prefetched_by(g, stages[s], plan) == want);
+TEST_CASE("each stage prefetches exactly the weights of the stage `distance` later, around the step, MLP gangs too") {
+  for (const TinyModel* m : {&tiny_model(), &tiny_fused_mlp_model()}) {
+    const Graph& g = m->graph;
+    const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
+    for (const SpView& v : g.views) REQUIRE(v.row_stride == v.cols);  // rows without gaps: spans are rows
+    for (uint32_t distance : {1u, 2u, 3u}) {
+      CAPTURE(distance);
+      const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, stages, distance, uint64_t(1) << 30);
+      REQUIRE(plan.size() == g.tasks.size());
+      size_t with_weights = 0;
+      for (size_t s = 0; s < stages.size(); ++s) {
+        CAPTURE(s);
+        const Granules want = rows_of(g, stages[(s + distance) % stages.size()]);
+        with_weights += !want.empty();
+        CHECK(prefetched_by(g, stages[s], plan) == want);
+      }
+      CHECK(with_weights > stages.size() / 2);  // the check above saw real ranges
     }
-    CHECK(with_weights > stages.size() / 2);  // the check above saw real ranges
   }
 }
 
