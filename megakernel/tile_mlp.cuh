@@ -105,7 +105,7 @@ __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const Ml
   });
   __syncthreads();
   float* out = view_data<float>(c, t.operand[5]) + size_t(index) * c.views[t.operand[5]].row_stride;
-  if (w.piece_major && s.piece <= 64) {  // a thread a row, its P columns contiguous
+  if (w.piece_major && s.piece <= 64 && aligned16(w.down)) {  // a thread a row, its P columns contiguous
     for (uint32_t i = threadIdx.x; i < s.H; i += blockDim.x) out[i] = thread_dot64(w.down + size_t(i) * s.piece, act, s.piece);
     return;
   }
