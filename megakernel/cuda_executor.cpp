@@ -243,8 +243,11 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   }
   else d.tasks = upload(g.tasks, "the task table");
   two_hop_ = needs_two_hop(g);
-  // The graph's counters, then one gang barrier word a task (used at gangs' rank-0 records).
-  d.counters = DeviceBuffer((size_t(g.num_counters()) + g.tasks.size()) * sizeof(uint32_t), "the counters");
+  gang_stage_ = largest_gang_stage(d.stages, g);
+  // The graph's counters, then, for a graph with gangs, one gang barrier word a task (used at
+  // gangs' rank-0 records).
+  d.counters = DeviceBuffer((size_t(g.num_counters()) + (gang_stage_ ? g.tasks.size() : 0)) * sizeof(uint32_t),
+                            "the counters");
   SP_CUDA(cudaMemset(d.counters.data(), 0, d.counters.bytes()));
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
   SP_CUDA(cudaMemset(d.control.data(), 0, d.control.bytes()));
@@ -278,8 +281,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                   "preload's); lower --cuda-attn-kv-kb, --cuda-attn-score-kb or --cuda-preload-kb");
     const uint32_t resident = per_sm * uint32_t(sms);
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
-    const uint32_t gang_stage = largest_gang_stage(d.stages, g);
-    gangs_at_once_ = gang_stage > 0 && blocks_ >= gang_stage;
+    gangs_at_once_ = gang_stage_ > 0 && blocks_ >= gang_stage_;
     d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));
     if (opt.schedule == ScheduleKind::Static) {
@@ -359,7 +361,7 @@ std::string CudaExecutor::describe() const {
                                                         : std::to_string(prefetch >> 20) + " MiB") +
              " a stage at distance " + std::to_string(t.l2_prefetch_distance);
   if (two_hop_) knobs += ", two-hop build";
-  if (largest_gang_stage(dev_->stages, graph_))
+  if (gang_stage_)
     knobs += gangs_at_once_ ? ", gangs' members at once" : ", gangs whole (fewer blocks than a gang stage's tasks)";
   return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(cuda::kBlockThreads) +
          " threads, " + schedule_kind_name(opt_.schedule) + knobs + ")" + on;

@@ -42,6 +42,7 @@ class CudaExecutor final : public Executor {
   uint32_t blocks_ = 0;
   size_t mk_smem_ = 0;
   bool two_hop_ = false;        // the graph needs the persistent kernel's two-hop build (megakernel.h)
+  uint32_t gang_stage_ = 0;     // tasks of the graph's largest stage holding a gang (0: no gangs)
   bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
   size_t preload_smem_ = 0;  // the dynamic shared memory the weight preloads need; 0: no task qualifies
   std::vector<float> logits_;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "megakernel/block_arrival.cuh"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
@@ -399,17 +400,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     }, smem);
   }
   if (used > 1) {
-    // Every thread's partials, then thread 0's device-scope acquire-release add: the last tile
-    // sees every other tile's partials (the threadFenceReduction pattern).
-    __shared__ uint32_t s_last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      DeviceAtomic count(view_data<uint32_t>(c, t.operand[7])[kv_head]);
-      s_last = count.fetch_add(1u, kAcqRel) + 1u == used;
-      if (s_last) count.store(0u, kRelaxed);
-    }
-    __syncthreads();
-    if (!s_last) return;
+    if (!block_arrived_last(view_data<uint32_t>(c, t.operand[7])[kv_head], used)) return;
     for (uint32_t j = 0; j < G; ++j) stage_floats(head_partials(j), area.head(j), used * a.partial_stride);
     cp_async_wait_all();
   }

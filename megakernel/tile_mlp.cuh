@@ -9,6 +9,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "megakernel/block_arrival.cuh"
 #include "megakernel/bulk_copy.cuh"
 #include "megakernel/gang_barrier.cuh"
 #include "megakernel/repack_down.h"
@@ -77,8 +78,7 @@ __device__ __forceinline__ float thread_dot64(const bf16* a, const bf16* b, uint
   return lane[0];
 }
 
-// Phase 0 of the member holding piece `index`; n is the normalised hidden state. Out of line:
-// inlined, it pushed the two-hop build's task dispatch out of line instead, with 1.6 KB of spills.
+// Phase 0 of the member holding piece `index`; n is the normalised hidden state.
 __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, const MlpWeights& w,
                                  uint32_t index, const bf16* n, uint8_t* smem) {
   const uint32_t stride = warps_per_block();
@@ -132,16 +132,7 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
     for (uint32_t m = 1; m < s.width; ++m) sum = sum + load_data(pieces + m * ps + i);
     sums[gang * ps + i] = sum;
   }
-  // Every thread's sums, then thread 0's device-scope acquire-release add (as attention's merge).
-  __shared__ uint32_t s_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    DeviceAtomic count(view_data<uint32_t>(c, t.operand[6])[rank]);
-    s_last = count.fetch_add(1u, kAcqRel) + 1u == s.gangs;
-    if (s_last) count.store(0u, kRelaxed);
-  }
-  __syncthreads();
-  if (!s_last) return;
+  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[6])[rank], s.gangs)) return;
   bf16* hidden = view_data<bf16>(c, t.operand[3]);
   for (uint32_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
     float y = load_data(sums + i);
