@@ -4,6 +4,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_run.h"
 #include "tasks/graph_file.h"
@@ -12,6 +15,23 @@ using nlohmann::json;
 using spindle::test::CliResult;
 using spindle::test::run_cli;
 using spindle::test::ScratchDir;
+
+namespace {
+
+// `graph dump` of tiny at context 32 with `args`.
+CliResult dump_tiny(const std::string& args) { return run_cli("graph dump --model synthetic:tiny --context 32 " + args); }
+
+// Each (args, message): dump_tiny(args) fails, and its stderr says the message.
+void check_dump_refuses(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, message] : cases) {
+    CAPTURE(args);
+    const CliResult bad = dump_tiny(args);
+    CHECK(bad.status != 0);
+    CHECK(bad.err_has(message));
+  }
+}
+
+}  // namespace
 
 TEST_CASE("graph save, then graph dump --graph, gives the dump of the model") {
   ScratchDir dir;
@@ -52,12 +72,9 @@ TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved grap
 }
 
 TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks than positions are refused") {
-  const auto dump = [](const std::string& args) {
-    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
-  };
   // Attention tasks of the dumped graph, and its attn_chunks parameter.
   const auto attention = [&](const std::string& args) {
-    const CliResult r = dump(args);
+    const CliResult r = dump_tiny(args);
     REQUIRE(r.status == 0);
     const json j = json::parse(r.out);
     size_t n = 0;
@@ -69,16 +86,13 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
   CHECK(one_param == 1);
   CHECK(five_param == 5);
   CHECK(five == 5 * one);  // one task per (layer, kv head, chunk)
-  const CliResult r = dump("--attn-chunks 33");
+  const CliResult r = dump_tiny("--attn-chunks 33");
   CHECK(r.status == 2);
   CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
 }
 
 TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and down's tasks only; bad ones are refused") {
-  const auto dump = [](const std::string& args) {
-    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
-  };
-  const CliResult r = dump("--o-proj-split 2 --down-split 16/4");
+  const CliResult r = dump_tiny("--o-proj-split 2 --down-split 16/4");
   REQUIRE(r.status == 0);
   std::map<std::string, std::set<uint32_t>> splits;  // by the matrix each GEMV task reads
   const json dumped = json::parse(r.out);  // held: a range-for does not keep the parse's temporary alive
@@ -92,26 +106,17 @@ TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and do
   CHECK(splits.at("q_proj.weight") == std::set<uint32_t>{0});
   CHECK(splits.at("lm_head.weight") == std::set<uint32_t>{0});
 
-  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--down-split x", "is not PIECES or PIECES/GROUP"},
-           {"--down-split 16/", "is not PIECES or PIECES/GROUP"},
-           {"--o-proj-split 70000", "more than 65535"},
-           {"--o-proj-split 3", "o_proj split 3/0: the split's pieces do not divide the row length (64 columns)"},
-           {"--down-split 32", "down split 32/0: the split's pieces are not whole octets"},
-           {"--down-split 16/3", "down split 16/3: the split's groups do not divide its pieces"},
-           {"--down-split 1/4", "down split: groups of 4 but fewer than 2 pieces"}}) {
-    CAPTURE(args);
-    const CliResult bad = dump(args);
-    CHECK(bad.status != 0);
-    CHECK(bad.err_has(message));
-  }
+  check_dump_refuses({{"--down-split x", "is not PIECES or PIECES/GROUP"},
+                      {"--down-split 16/", "is not PIECES or PIECES/GROUP"},
+                      {"--o-proj-split 70000", "more than 65535"},
+                      {"--o-proj-split 3", "o_proj split 3/0: the split's pieces do not divide the row length (64 columns)"},
+                      {"--down-split 32", "down split 32/0: the split's pieces are not whole octets"},
+                      {"--down-split 16/3", "down split 16/3: the split's groups do not divide its pieces"},
+                      {"--down-split 1/4", "down split: groups of 4 but fewer than 2 pieces"}});
 }
 
 TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --down-split or bad pieces it is refused") {
-  const auto dump = [](const std::string& args) {
-    return run_cli("graph dump --model synthetic:tiny --context 32 " + args);
-  };
-  const CliResult r = dump("--fused-mlp 16/4");
+  const CliResult r = dump_tiny("--fused-mlp 16/4");
   REQUIRE(r.status == 0);
   std::set<std::string> ops, gemv_weights;
   std::vector<json> mlp;
@@ -131,21 +136,15 @@ TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --do
     CHECK(mlp[j].at("operands").at("Wd") == (j < 16 ? "model.layers.0.mlp.down_proj.weight" : "model.layers.1.mlp.down_proj.weight"));
   }
 
-  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--fused-mlp 16/4 --down-split 16/4", "--down-split excludes --fused-mlp"},
-           {"--fused-mlp 32", "fused MLP split 32/0: the split's pieces are not whole octets"},
-           {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}}) {
-    CAPTURE(args);
-    const CliResult bad = dump(args);
-    CHECK(bad.status != 0);
-    CHECK(bad.err_has(message));
-  }
+  check_dump_refuses({{"--fused-mlp 16/4 --down-split 16/4", "--down-split excludes --fused-mlp"},
+                      {"--fused-mlp 32", "fused MLP split 32/0: the split's pieces are not whole octets"},
+                      {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
 }
 
 TEST_CASE("graph save, graph dump and info build with the tiling options") {
   // GEMV and GATE_UP tasks of one dumped graph.
   const auto projection_tasks = [](const std::string& args) {
-    const CliResult r = run_cli("graph dump --model synthetic:tiny --context 32 " + args);
+    const CliResult r = dump_tiny(args);
     REQUIRE(r.status == 0);
     const json j = json::parse(r.out);
     size_t n = 0;
