@@ -124,14 +124,15 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
 }
 
 // The persistent kernel's shared memory to preload every projection task that
-// preload_end_bytes allows within `budget` and `limit`; 0 when none does.
+// preload_end_bytes allows within `budget` and `limit`, and every MLP member within `limit`
+// unless the budget is 0 (preloads off); 0 when none does.
 size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
     if (t.op == SP_OP_MLP) {
       const SpView& Wd = g.views[t.operand[2]];
       bytes = std::max(bytes, size_t(cuda::mlp_preload_end(Wd.rows, t.tile_end - t.tile_begin,
-                                                           g.views[t.operand[0]].row_stride, budget, limit)));
+                                                           g.views[t.operand[0]].row_stride, budget ? limit : 0, limit)));
       continue;
     }
     const uint32_t matrices = sp_projection_matrices(t.op);

@@ -191,8 +191,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       }
       if (l.preload_bytes)  // an MLP member's weights only when it runs at once with its gang
         s_preload.bytes = kTwoHop && staged.t.op == SP_OP_MLP
-                              ? (g.gang_counters ? start_mlp_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes,
-                                                                     s_preload.bar)
+                              ? (g.gang_counters ? start_mlp_preload(staged.t, ctx, smem, l.smem_bytes, s_preload.bar)
                                                  : 0u)
                               : start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
       const L2Prefetch ahead = staged.prefetch;  // after this task's own copies, which it needs first
@@ -224,9 +223,9 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       if (member)
         gang = {g.gang_counters + (task.task - t.gang_rank), width, t.gang_rank,
                 width * ((sp_gang_phases(t.op) - 1u) * task.step + 1u), l.backoff};
-      run_device_task<true>(t, ctx, g, site, smem, &extras, member ? &gang : nullptr);
+      run_device_task<TileBuild::kTwoHop>(t, ctx, g, site, smem, &extras, member ? &gang : nullptr);
     } else {
-      run_device_task<false>(t, ctx, g, site, smem, &extras);
+      run_device_task<TileBuild::kPlain>(t, ctx, g, site, smem, &extras);
     }
     __syncthreads();  // the tile's writes, by every thread, come before the release below
     if (threadIdx.x == 0) {

@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kBlockThreads) stage_kernel(DeviceGraph g, uin
   if (!s_run) return;
   const TaskSite site{g.control, first_task + blockIdx.x, s_step};
   const SpTask t = g.tasks[site.task];
-  run_device_task<true>(t, g.ctx, g, site, smem, nullptr);
+  run_device_task<TileBuild::kPerOp>(t, g.ctx, g, site, smem, nullptr);
   __syncthreads();
   if (threadIdx.x == 0) record_trace(g.control->trace, g.control->step_base, g.n_tasks, site, start_ns, global_timer_ns(), 0);
 }

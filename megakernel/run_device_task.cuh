@@ -13,12 +13,16 @@
 
 namespace spindle::cuda {
 
+// Which tiles a kernel is built with: the persistent kernel's plain build, without the tiles of
+// the two-hop layer (docs/two-hop-layer.md): split GEMV dots (tile_projection.cuh run_gemv says
+// why a build without them matters) and MLP gang tasks, whose members run at once with a gang
+// barrier and whole without; its two-hop build, with them; and the per-op kernels, with them,
+// whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
+enum class TileBuild { kPlain, kTwoHop, kPerOp };
+
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
-// in shared memory); `extras` is nullptr in the per-op kernels. kTwoHop: whether the tiles of
-// the two-hop layer (docs/two-hop-layer.md) are built in: split GEMV dots (tile_projection.cuh
-// run_gemv says why a build without them matters) and MLP gang tasks, whose members run at
-// once with `gang` and whole without.
-template <bool kTwoHop>
+// in shared memory); `extras` is nullptr in the per-op kernels.
+template <TileBuild kBuild>
 __device__ __forceinline__ void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
                                        const TaskSite& site, uint8_t* smem, const TileExtras* extras,
                                        const GangBarrier* gang = nullptr) {
@@ -26,12 +30,12 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
     extras->input->valid = 0;  // the tile may overwrite the cached input
   switch (t.op) {
     case SP_OP_EMBED: return run_embed(t, c, site);
-    case SP_OP_GEMV: return run_gemv<kTwoHop>(t, c, smem, extras);
+    case SP_OP_GEMV: return run_gemv<kBuild != TileBuild::kPlain>(t, c, smem, extras);
     case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
     case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
     case SP_OP_MLP:
-      if constexpr (kTwoHop) return run_mlp(t, c, smem, site, extras, gang);
+      if constexpr (kBuild != TileBuild::kPlain) return run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
   }
 }
 

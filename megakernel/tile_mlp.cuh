@@ -38,13 +38,13 @@ __device__ inline MlpWeights mlp_weights(const SpTask& t, const TileContext& c, 
 
 // Thread 0 of the persistent kernel, before the wait of an MLP member that runs at once with
 // its gang: starts the bulk copies of its gate rows, up rows and piece-major down block into
-// shared memory (tile_layout.h mlp_preload_offset) when mlp_preload_end allows them. Returns
-// the bytes started (0: none).
-__device__ inline uint32_t start_mlp_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t max_bytes,
-                                             uint32_t smem_bytes, uint32_t bar) {
+// shared memory (tile_layout.h mlp_preload_offset) when they fit the launch's `smem_bytes`
+// (mlp_preload_end). Returns the bytes started (0: none).
+__device__ inline uint32_t start_mlp_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t smem_bytes,
+                                             uint32_t bar) {
   const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
   const MlpWeights w = mlp_weights(t, c, s, s.index);
-  const uint64_t end = mlp_preload_end(s.H, s.piece, w.gu_stride, max_bytes, smem_bytes);
+  const uint64_t end = mlp_preload_end(s.H, s.piece, w.gu_stride, smem_bytes, smem_bytes);
   if (!end || !w.piece_major || !aligned16(w.gate) || !aligned16(w.up) || !aligned16(w.down)) return 0;
   const uint32_t offset = mlp_preload_offset(s.H, s.piece), span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride));
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
@@ -78,31 +78,42 @@ __device__ __forceinline__ float thread_dot64(const bf16* a, const bf16* b, uint
   return lane[0];
 }
 
-// Phase 0 of the member holding piece `index`; n is the normalised hidden state.
+// Phase 0 of the member holding piece `index`; n is the normalised hidden state. kGroupGlobal:
+// whether rows read from global memory are read in groups, as the per-op kernels do; the
+// persistent kernel, where only whole gangs read them, takes a row (pair) at a time in less
+// code (run_mlp says why that matters). A preloaded copy's rows are read in groups.
+template <bool kGroupGlobal>
 __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, const MlpWeights& w,
                                  uint32_t index, const bf16* n, uint8_t* smem) {
   const uint32_t stride = warps_per_block();
   bf16* act = reinterpret_cast<bf16*>(smem + mlp_act_offset(s.H));
-  for_row_groups<kGateUpGroupRows>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
-    float dots[2 * R];
-    if (w.shared && s.H % kSharedDotSpan == 0) {
+  const auto finish_act = [&]<int R>(uint32_t j0, const float (&dots)[2 * R]) {
+    if (lane_id() == 0)
+      for (int i = 0; i < R; ++i) act[j0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
+  };
+  if (w.shared && s.H % kSharedDotSpan == 0) {
+    for_row_groups<kGateUpGroupRows>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
+      float dots[2 * R];
       uint32_t rows[2 * R];
       for (int i = 0; i < R; ++i) {
         rows[2 * i] = smem_address(w.gate + size_t(j0 + i * stride) * w.gu_stride);
         rows[2 * i + 1] = smem_address(w.up + size_t(j0 + i * stride) * w.gu_stride);
       }
       warp_dot_rows_shared<2 * R>(rows, smem_address(opaque(n)), s.H, dots);
-    } else {
+      finish_act.template operator()<R>(j0, dots);
+    });
+  } else {
+    for_row_groups<kGroupGlobal ? kGateUpGroupRows : 1>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
+      float dots[2 * R];
       const bf16* rows[2 * R];
       for (int i = 0; i < R; ++i) {
         rows[2 * i] = w.gate + size_t(j0 + i * stride) * w.gu_stride;
         rows[2 * i + 1] = w.up + size_t(j0 + i * stride) * w.gu_stride;
       }
       warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, s.H, dots);
-    }
-    if (lane_id() == 0)
-      for (int i = 0; i < R; ++i) act[j0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
-  });
+      finish_act.template operator()<R>(j0, dots);
+    });
+  }
   __syncthreads();
   float* out = view_data<float>(c, t.operand[5]) + size_t(index) * c.views[t.operand[5]].row_stride;
   if (w.piece_major && s.piece <= 64 && aligned16(w.down)) {  // a thread a row, its P columns contiguous
@@ -110,7 +121,7 @@ __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const Ml
     return;
   }
   const uint32_t row_stride = w.piece_major ? s.piece : w.d_stride;
-  for_row_groups<kGemvGroupRows>(warp_id(), s.H, stride, [&]<int R>(uint32_t i0) {
+  for_row_groups<kGroupGlobal ? kGemvGroupRows : 1>(warp_id(), s.H, stride, [&]<int R>(uint32_t i0) {
     const bf16* rows[R];
     for (int i = 0; i < R; ++i) rows[i] = w.down + size_t(i0 + i * stride) * row_stride;
     float dots[R];
@@ -143,7 +154,11 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
 
 // A member's task: with `gang` (the persistent kernel running the members at once) its own
 // phases around the barrier, its weights from the preloaded copy when `extras` has one; without,
-// rank 0 runs the whole gang and the other ranks nothing.
+// rank 0 runs the whole gang, rank by rank, and the other ranks nothing. Each phase's code is
+// here once for both modes: inlined twice, the MLP tile's code made the two-hop build run a
+// plain qwen3-0.6b graph 14% slower, although a plain graph never runs it (docs/JOURNAL.md,
+// twenty-fifth session). kGroupGlobal as mlp_piece.
+template <bool kGroupGlobal>
 __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site,
                                const TileExtras* extras, const GangBarrier* gang) {
   const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
@@ -151,24 +166,23 @@ __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* s
   if (!gang && rank != 0) return;
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[3]), s.H, view_data<const bf16>(c, t.operand[4]),
                                    *c.params, smem, nullptr);
-  if (gang) {
-    MlpWeights w = mlp_weights(t, c, s, s.index);
-    if (extras && extras->preload && extras->preload->bytes) {
+  const uint32_t first = gang ? rank : 0u, end = gang ? rank + 1u : s.width;  // the ranks this block runs
+  const bool preloaded = gang && extras && extras->preload && extras->preload->bytes;
+  for (uint32_t r = first; r < end; ++r) {
+    const uint32_t index = s.index - rank + r;
+    MlpWeights w = mlp_weights(t, c, s, index);
+    if (preloaded) {
       mbar_wait(extras->preload->bar, extras->preload->parity);
       // Known only after the wait, so no load of the copy is moved above it (as task_weights).
       const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + mlp_preload_offset(s.H, s.piece)));
       const uint32_t span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride)) / 2u;
       w = {copy, copy + span, copy + 2u * span, w.gu_stride, w.d_stride, true, true};
     }
-    mlp_piece(t, c, s, w, s.index, n, smem);
-    if (!gang_barrier(*gang, 0, site)) return;
-    return mlp_gang_sum(t, c, s, s.gang, rank);
-  }
-  for (uint32_t r = 0; r < s.width; ++r) {
-    mlp_piece(t, c, s, mlp_weights(t, c, s, s.index + r), s.index + r, n, smem);
+    mlp_piece<kGroupGlobal>(t, c, s, w, index, n, smem);
     __syncthreads();  // the next piece's activations reuse shared memory
   }
-  for (uint32_t r = 0; r < s.width; ++r) {
+  if (gang && !gang_barrier(*gang, 0, site)) return;
+  for (uint32_t r = first; r < end; ++r) {
     mlp_gang_sum(t, c, s, s.gang, r);
     __syncthreads();
   }

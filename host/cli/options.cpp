@@ -107,8 +107,9 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                     1u, 2u);
   add_shared_kib_option(cmd, "--cuda-preload-kb", flags.cuda_preload_kb,
                         "cuda megakernel only: a projection task whose weights take at most this many KiB copies "
-                        "them into shared memory before its dependency wait (bulk copies), as does an MLP gang member "
-                        "running at once with its gang (qwen3-0.6b's 128/16 pieces: 144 KiB); 0 = never");
+                        "them into shared memory before its dependency wait (bulk copies); an MLP gang member running "
+                        "at once with its gang copies its weights whatever their size (qwen3-0.6b's 128/16 pieces: "
+                        "144 KiB) where shared memory has room; 0 = no copies at all");
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
