@@ -81,7 +81,9 @@ __device__ __forceinline__ float thread_dot64(const bf16* a, const bf16* b, uint
 // Phase 0 of the member holding piece `index`; n is the normalised hidden state. kGroupGlobal:
 // whether rows read from global memory are read in groups, as the per-op kernels do; the
 // persistent kernel, where only whole gangs read them, takes a row (pair) at a time in less
-// code (run_mlp says why that matters). A preloaded copy's rows are read in groups.
+// code (run_mlp says why that matters). A preloaded copy's gate and up rows go a pair at a
+// time too: GATE_UP's groups of two pairs made qwen3-0.6b's fused MLP 2.3% slower here, its
+// code 11 KB larger (docs/JOURNAL.md, twenty-fifth session).
 template <bool kGroupGlobal>
 __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, const MlpWeights& w,
                                  uint32_t index, const bf16* n, uint8_t* smem) {
@@ -92,7 +94,7 @@ __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const Ml
       for (int i = 0; i < R; ++i) act[j0 + i * stride] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
   };
   if (w.shared && s.H % kSharedDotSpan == 0) {
-    for_row_groups<kGateUpGroupRows>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
+    for_row_groups<1>(warp_id(), s.piece, stride, [&]<int R>(uint32_t j0) {
       float dots[2 * R];
       uint32_t rows[2 * R];
       for (int i = 0; i < R; ++i) {
@@ -131,6 +133,24 @@ __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const Ml
   });
 }
 
+// The sum, in index order, of the n floats p[0], p[stride], ...: the first of them as it is,
+// then each added. They are loads from the L2 (other blocks' partials), so a batch of them is
+// asked for before the first add: summed as each arrived, a gang's share took 1.3 µs of the
+// MLP's 16 on qwen3-0.6b (docs/JOURNAL.md, twenty-fifth session).
+__device__ __forceinline__ float sum_in_order(const float* p, size_t stride, uint32_t n) {
+  constexpr uint32_t kBatch = 16;
+  float sum = 0.0f;
+  for (uint32_t m0 = 0; m0 < n; m0 += kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (uint32_t k = 0; k < kBatch; ++k) v[k] = m0 + k < n ? load_data(p + (m0 + k) * stride) : 0.0f;
+#pragma unroll
+    for (uint32_t k = 0; k < kBatch; ++k)
+      if (m0 + k < n) sum = m0 + k == 0 ? v[k] : sum + v[k];
+  }
+  return sum;
+}
+
 // Phase 1 of rank `rank` of gang `gang`.
 __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const MlpShape& s, uint32_t gang,
                                     uint32_t rank) {
@@ -138,16 +158,11 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
   const size_t ps = c.views[t.operand[5]].row_stride;
   const float* pieces = view_data<const float>(c, t.operand[5]) + size_t(gang) * s.width * ps;
   float* sums = view_data<float>(c, t.operand[5]) + size_t(s.pieces) * ps;
-  for (uint32_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    float sum = load_data(pieces + i);
-    for (uint32_t m = 1; m < s.width; ++m) sum = sum + load_data(pieces + m * ps + i);
-    sums[gang * ps + i] = sum;
-  }
+  for (uint32_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) sums[gang * ps + i] = sum_in_order(pieces + i, ps, s.width);
   if (!block_arrived_last(view_data<uint32_t>(c, t.operand[6])[rank], s.gangs)) return;
   bf16* hidden = view_data<bf16>(c, t.operand[3]);
   for (uint32_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    float y = load_data(sums + i);
-    for (uint32_t k = 1; k < s.gangs; ++k) y = y + load_data(sums + k * ps + i);
+    const float y = sum_in_order(sums + i, ps, s.gangs);
     hidden[i] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + i)) + widen<float>(to_bf16(y)));
   }
 }
