@@ -1,6 +1,7 @@
 #include "tasks/graph_file.h"
 
 #include "tasks/gang.h"
+#include "tasks/gemv_split.h"
 
 #include <array>
 #include <bit>
@@ -14,6 +15,7 @@
 
 #include "tasks/error.h"
 #include "tasks/gang.h"
+#include "tasks/gemv_split.h"
 #include "tasks/operands.h"
 
 namespace spindle {
@@ -173,6 +175,10 @@ json task_to_json(const Graph& g, size_t i) {
     const OperandInfo& info = ops.operand[k];
     const uint32_t v = t.operand[k];
     if (info.kind == OperandKind::Immediate) operands[info.name] = v;
+    if (info.kind == OperandKind::Split) {
+      const GemvSplit split = gemv_split(v);
+      operands[info.name] = split.pieces > 1 ? json{{"pieces", split.pieces}, {"group", split.group}} : json(nullptr);
+    }
     if (is_view_kind(info.kind)) operands[info.name] = view_name_or_null(g, v);
   }
   json wait = nullptr;

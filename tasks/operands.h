@@ -12,6 +12,7 @@ enum class OperandKind : uint8_t {
   View,          // a view id
   OptionalView,  // a view id or SP_NO_VIEW
   Immediate,
+  Split,  // an immediate holding a GEMV split (tasks/gemv_split.h)
 };
 
 // A slot whose word names a view (when it is not SP_NO_VIEW).
@@ -35,7 +36,7 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
     case SP_OP_GEMV:
       return {{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out"},
                {K::OptionalView, "residual"}, {K::Immediate, "flags"},
-               {K::OptionalView, "argmax"}, {K::Immediate, "split"}}};
+               {K::OptionalView, "argmax"}, {K::Split, "split"}}};
     case SP_OP_GATE_UP:
       return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"},
                {K::View, "out"}}};

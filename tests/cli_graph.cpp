@@ -94,17 +94,20 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
 TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and down's tasks only; bad ones are refused") {
   const CliResult r = dump_tiny("--o-proj-split 2 --down-split 16/4");
   REQUIRE(r.status == 0);
-  std::map<std::string, std::set<uint32_t>> splits;  // by the matrix each GEMV task reads
+  std::map<std::string, std::set<std::string>> splits;  // by the matrix each GEMV task reads: "P/G" or "none"
   const json dumped = json::parse(r.out);  // held: a range-for does not keep the parse's temporary alive
   for (const json& t : dumped.at("tasks"))
     if (t.at("op") == "gemv") {
       const std::string W = t.at("operands").at("W");
-      splits[W.substr(W.rfind('.', W.size() - 8) + 1)].insert(t.at("operands").at("split").get<uint32_t>());
+      const json& split = t.at("operands").at("split");
+      splits[W.substr(W.rfind('.', W.size() - 8) + 1)].insert(
+          split.is_null() ? "none" : std::to_string(split.at("pieces").get<uint32_t>()) + "/" +
+                                         std::to_string(split.at("group").get<uint32_t>()));
     }
-  CHECK(splits.at("o_proj.weight") == std::set<uint32_t>{2});
-  CHECK(splits.at("down_proj.weight") == std::set<uint32_t>{16u | 4u << 16});
-  CHECK(splits.at("q_proj.weight") == std::set<uint32_t>{0});
-  CHECK(splits.at("lm_head.weight") == std::set<uint32_t>{0});
+  CHECK(splits.at("o_proj.weight") == std::set<std::string>{"2/2"});
+  CHECK(splits.at("down_proj.weight") == std::set<std::string>{"16/4"});
+  CHECK(splits.at("q_proj.weight") == std::set<std::string>{"none"});
+  CHECK(splits.at("lm_head.weight") == std::set<std::string>{"none"});
 
   check_dump_refuses({{"--down-split x", "is not PIECES or PIECES/GROUP"},
                       {"--down-split 16/", "is not PIECES or PIECES/GROUP"},
