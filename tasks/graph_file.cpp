@@ -1,8 +1,5 @@
 #include "tasks/graph_file.h"
 
-#include "tasks/gang.h"
-#include "tasks/gemv_split.h"
-
 #include <array>
 #include <bit>
 #include <fstream>
