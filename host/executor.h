@@ -68,6 +68,12 @@ struct MegakernelTuning {
   // 1 to 4096 once the tiles read the copy with warp_dot_rows_shared (docs/JOURNAL.md,
   // eighteenth session; 64 KB was best with the generic dot); no qwen3-8b task is that small.
   uint32_t weight_preload_bytes = 128u << 10;
+  // Two-hop build: a task whose copy takes at least this many bytes may have it started during
+  // the wait of the block's task before, once its record is in, where that task leaves shared
+  // memory free (tile_layout.h ahead_place); 0 = never. 1 KB (every copy) made qwen3-0.6b's
+  // --fused-mlp 128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/JOURNAL.md,
+  // twenty-sixth session).
+  uint32_t copy_ahead_bytes = 1u << 10;
 
   // Each task, when claimed, asks the L2 for its share of the weights of the stage this many
   // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none;

@@ -17,6 +17,7 @@
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
 #include "megakernel/repack_down.h"
+#include "megakernel/task_copies.h"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "tasks/counters.h"
@@ -123,26 +124,19 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
-// The persistent kernel's shared memory to preload every projection task that
-// preload_end_bytes allows within `budget` and `limit`, and every MLP member within `limit`
-// unless the budget is 0 (preloads off); 0 when none does.
-size_t preload_smem_bytes(const Graph& g, size_t budget, size_t limit) {
+// The dynamic shared memory the tasks' weight copies need (task_copies.h); 0: no task has one.
+size_t copies_smem_bytes(const Graph& g, const cuda::CopyLimits& limits) {
   size_t bytes = 0;
   for (const SpTask& t : g.tasks) {
-    if (t.op == SP_OP_MLP) {
-      const SpView& Wd = g.views[t.operand[2]];
-      bytes = std::max(bytes, size_t(cuda::mlp_preload_end(Wd.rows, t.tile_end - t.tile_begin,
-                                                           g.views[t.operand[0]].row_stride, budget ? limit : 0, limit)));
-      continue;
-    }
-    const uint32_t matrices = sp_projection_matrices(t.op);
-    if (!matrices || t.tile_end <= t.tile_begin) continue;
-    const SpView& W = g.views[t.operand[0]];
-    const uint64_t end =
-        cuda::preload_end_bytes(matrices, t.tile_end - t.tile_begin, W.cols, W.row_stride, budget, limit);
-    bytes = std::max(bytes, size_t(end));
+    const cuda::TaskCopy c = cuda::task_copy(g, t, limits);
+    if (c.bytes) bytes = std::max<size_t>(bytes, c.at + c.bytes);
   }
   return bytes;
+}
+
+// Whether some task's copy may start during the task before.
+bool copies_ahead(const Graph& g, const cuda::CopyLimits& limits) {
+  return std::any_of(g.tasks.begin(), g.tasks.end(), [&](const SpTask& t) { return cuda::task_copy(g, t, limits).ahead; });
 }
 
 // The L2 prefetch budget a stage, kL2PrefetchAuto resolved for g's model.
@@ -154,7 +148,8 @@ uint64_t l2_prefetch_bytes(const Graph& g, const MegakernelTuning& tuning) {
 // Each task's record with its view operands resolved (cuda::StagedTask); slots that hold no
 // view keep their word and a zeroed view.
 std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cuda::Stage>& stages,
-                                          const MegakernelTuning& tuning) {
+                                          const MegakernelTuning& tuning, const cuda::CopyLimits& copies,
+                                          uint32_t score_positions, uint32_t kv_positions) {
   const std::vector<cuda::L2Prefetch> prefetch =
       cuda::plan_l2_prefetch(g, stages, tuning.l2_prefetch_distance, l2_prefetch_bytes(g, tuning));
   std::vector<cuda::StagedTask> staged(g.tasks.size());
@@ -162,6 +157,8 @@ std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cud
     cuda::StagedTask& s = staged[i];
     s.t = g.tasks[i];
     s.prefetch = prefetch[i];
+    s.copy = cuda::task_copy(g, g.tasks[i], copies);
+    s.tile_smem = uint32_t(task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
     for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t v) {
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
@@ -238,10 +235,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   dev_ = std::make_unique<Device>(g, w);
   Device& d = *dev_;
   d.stages = cuda::graph_stages(g);
-  if (opt.cuda_mode == CudaMode::Megakernel) {
-    d.staged = upload(staged_tasks(g, d.stages, tuning), "the staged task table");
-    repack_down_weights(g, d.model);
-  }
+  if (opt.cuda_mode == CudaMode::Megakernel) repack_down_weights(g, d.model);
   else d.tasks = upload(g.tasks, "the task table");
   two_hop_ = needs_two_hop(g);
   gang_stage_ = largest_gang_stage(d.stages, g);
@@ -272,8 +266,14 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
       throw Error("cuda executor: the megakernel's build for split GEMVs and MLP gangs runs 1 block an SM, not " +
                   std::to_string(tuning.blocks_per_sm));
     const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm, two_hop_);
-    preload_smem_ = preload_smem_bytes(g, tuning.weight_preload_bytes, dynamic_limit);
-    mk_smem_ = std::max(d.smem, preload_smem_);
+    // Sized for every copy an MLP member may get; whether it gets one (only when it runs at once
+    // with its gang) is known once the grid is.
+    const cuda::CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true, tuning.copy_ahead_bytes};
+    preload_smem_ = copies_smem_bytes(g, copies);
+    // Copies ahead (the two-hop build's) are placed where the task before leaves room: most
+    // often at the top.
+    copy_ahead_ = two_hop_ && copies_ahead(g, copies);
+    mk_smem_ = copy_ahead_ ? dynamic_limit : std::max(d.smem, preload_smem_);
     const uint32_t per_sm = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, two_hop_, mk_smem_);
     if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     if (per_sm < tuning.blocks_per_sm)
@@ -283,6 +283,10 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     const uint32_t resident = per_sm * uint32_t(sms);
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
     gangs_at_once_ = gang_stage_ > 0 && blocks_ >= gang_stage_;
+    const std::vector<cuda::StagedTask> staged = staged_tasks(
+        g, d.stages, tuning, {copies.projection_bytes, dynamic_limit, gangs_at_once_, copies.ahead_bytes},
+        score_positions, kv_positions);
+    d.staged = upload(staged, "the staged task table");
     d.progress = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     SP_CUDA(cudaMemset(d.progress.data(), 0, d.progress.bytes()));
     if (opt.schedule == ScheduleKind::Static) {
@@ -355,7 +359,8 @@ std::string CudaExecutor::describe() const {
     knobs += ", sleep " + std::to_string(t.first_sleep_ns) + "-" + std::to_string(t.max_sleep_ns) + " ns";
   if (!t.weight_preload_bytes) knobs += ", no weight preload";
   else if (!preload_smem_) knobs += ", no task's weights within the " + std::to_string(t.weight_preload_bytes) + "-byte preload";
-  else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes";
+  else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes" +
+                 (copy_ahead_ ? ", copied ahead from " + std::to_string(t.copy_ahead_bytes) + " bytes" : "");
   const uint64_t prefetch = l2_prefetch_bytes(graph_, t);
   if (t.l2_prefetch_distance && prefetch)
     knobs += ", L2 prefetch " + (prefetch % (1u << 20) ? std::to_string(prefetch >> 10) + " KiB"
@@ -413,6 +418,7 @@ void CudaExecutor::run_on_device(uint32_t steps) {
       launch.backoff.first_sleep_ns = opt_.megakernel.first_sleep_ns;
       launch.backoff.max_sleep_ns = std::max(opt_.megakernel.first_sleep_ns, opt_.megakernel.max_sleep_ns);
       launch.preload_bytes = opt_.megakernel.weight_preload_bytes;
+      launch.copy_ahead = copy_ahead_;
       launch.smem_bytes = uint32_t(mk_smem_);
       cuda::launch_megakernel(d.graph, opt_.megakernel.blocks_per_sm, two_hop_, blocks_, mk_smem_, launch,
                               d.stream.get());

@@ -44,6 +44,7 @@ class CudaExecutor final : public Executor {
   bool two_hop_ = false;        // the graph needs the persistent kernel's two-hop build (megakernel.h)
   uint32_t gang_stage_ = 0;     // tasks of the graph's largest stage holding a gang (0: no gangs)
   bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
+  bool copy_ahead_ = false;     // some task's weights may be copied during the task before
   size_t preload_smem_ = 0;  // the dynamic shared memory the weight preloads need; 0: no task qualifies
   std::vector<float> logits_;
   double last_run_ms_ = 0;

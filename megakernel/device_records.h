@@ -61,19 +61,36 @@ struct RunControl {
 // the same counter and does not wait on it: the block may release both with one add.
 constexpr uint32_t kListSameSignal = 0x80000000u;
 
-// `bytes` (a multiple of 16, 0 = none) of a weight arena from byte `offset` (16-byte aligned).
-struct L2Prefetch {
+// `bytes` (a multiple of 16, 0 = none) of an arena from byte `offset` (16-byte aligned; arenas
+// start 256-byte aligned), as the bulk copies and prefetches need them.
+struct ArenaSpan {
   uint32_t arena, bytes;
   uint64_t offset;
+};
+using L2Prefetch = ArenaSpan;  // weights of a later stage a task asks the L2 for (l2_prefetch.h)
+
+// The weights the persistent kernel copies into shared memory for a task, as the host resolves
+// them once (task_copies.h): `spans` spans, one after the other, `bytes` in all (0: the tile
+// reads global memory). Placed at `at` when started at the task's claim; when started during
+// the task before it (copy ahead, where `ahead` allows), anywhere from `at` on that the task
+// before leaves free. The
+// tile reads the copy wherever it was placed (WeightPreload::at).
+struct TaskCopy {
+  uint32_t bytes, at, spans;
+  uint32_t ahead;  // 1: may be started during the task before
+  ArenaSpan span[3];
 };
 
 // A task's record with its view operands renumbered 0..7 and those views beside it, as the
 // host prepares them once (staged_tasks in cuda_executor.cpp): the persistent kernel copies one
-// to shared memory in a single round trip, and the tiles read everything from there.
-struct StagedTask {
+// to shared memory in a single round trip (whole 16-byte pieces), and the tiles read everything
+// from there.
+struct alignas(16) StagedTask {
   SpTask t;
   SpView views[SP_TASK_OPERANDS];
   L2Prefetch prefetch;  // weights of a later stage this task asks the L2 for (l2_prefetch.h)
+  TaskCopy copy;        // its weights copied into shared memory (none: bytes 0)
+  uint32_t tile_smem;   // the dynamic shared memory its tile uses besides that copy
 };
 
 struct DeviceGraph {

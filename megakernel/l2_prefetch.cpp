@@ -2,45 +2,18 @@
 
 #include <algorithm>
 
-#include "megakernel/tile_layout.h"
+#include "megakernel/task_weights.h"
 
 namespace spindle::cuda {
 namespace {
 
-struct Span {
-  uint32_t arena;
-  uint64_t begin, end;  // bytes of the arena
-};
-
-// A task's weights as byte ranges of their arenas: a projection's rows of each matrix; an MLP
-// member's gate and up rows and its block of the down weight, which the persistent kernel holds
-// piece-major (repack_down.h).
-std::vector<Span> task_weight_spans(const Graph& g, const SpTask& t) {
-  std::vector<Span> spans;
-  if (t.tile_end <= t.tile_begin) return spans;
-  const uint32_t rows = t.tile_end - t.tile_begin;
-  const uint32_t matrices = t.op == SP_OP_MLP ? 2u : sp_projection_matrices(t.op);
-  for (uint32_t m = 0; m < matrices; ++m) {
-    const SpView& W = g.views[t.operand[m]];
-    const uint64_t first = sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u;
-    spans.push_back({W.arena, first, first + preload_span_bytes(rows, W.cols, W.row_stride)});
-  }
-  if (t.op == SP_OP_MLP) {
-    const SpView& Wd = g.views[t.operand[2]];
-    const uint64_t block = uint64_t(Wd.rows) * rows * 2u;
-    const uint64_t first = sp_view_offset(Wd) + uint64_t(t.tile_begin / rows) * block;
-    spans.push_back({Wd.arena, first, first + block});
-  }
-  return spans;
-}
-
 // The target stage's weights in task order, 16-byte aligned (outward, within the arena), cut
 // after `budget` bytes.
-std::vector<Span> stage_weight_spans(const Graph& g, const Stage& st, uint64_t budget) {
-  std::vector<Span> spans;
+std::vector<WeightSpan> stage_weight_spans(const Graph& g, const Stage& st, uint64_t budget) {
+  std::vector<WeightSpan> spans;
   uint64_t taken = 0;
   for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i)
-    for (const Span& w : task_weight_spans(g, g.tasks[i])) {
+    for (const WeightSpan& w : task_weight_spans(g, g.tasks[i])) {
       if (w.arena < SP_ARENA_WEIGHTS0 || taken >= budget) continue;
       const uint64_t begin = w.begin & ~uint64_t(15), end = std::min((w.end + 15u) & ~uint64_t(15), g.arenas[w.arena].bytes);
       const uint64_t kept = std::min(end - begin, budget - taken);
@@ -51,11 +24,11 @@ std::vector<Span> stage_weight_spans(const Graph& g, const Stage& st, uint64_t b
 }
 
 // Sorted, with overlapping or touching spans of one arena joined.
-std::vector<Span> merged(std::vector<Span> spans) {
+std::vector<WeightSpan> merged(std::vector<WeightSpan> spans) {
   std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.arena != b.arena ? a.arena < b.arena : a.begin < b.begin; });
-  std::vector<Span> out;
-  for (const Span& s : spans) {
+            [](const WeightSpan& a, const WeightSpan& b) { return a.arena != b.arena ? a.arena < b.arena : a.begin < b.begin; });
+  std::vector<WeightSpan> out;
+  for (const WeightSpan& s : spans) {
     if (!out.empty() && out.back().arena == s.arena && s.begin <= out.back().end)
       out.back().end = std::max(out.back().end, s.end);
     else out.push_back(s);
@@ -65,7 +38,7 @@ std::vector<Span> merged(std::vector<Span> spans) {
 
 // Pieces per range for `tasks` tasks: one each (the first `tasks` ranges when there are more),
 // the rest in proportion to the ranges' bytes.
-std::vector<uint32_t> pieces_per_range(const std::vector<Span>& ranges, uint32_t tasks) {
+std::vector<uint32_t> pieces_per_range(const std::vector<WeightSpan>& ranges, uint32_t tasks) {
   std::vector<uint32_t> pieces(ranges.size(), 0);
   uint64_t total = 0;
   for (size_t r = 0; r < ranges.size() && r < tasks; ++r) {
@@ -90,7 +63,7 @@ std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, const std::vector<Stage
   if (distance == 0 || stage_budget == 0 || stages.empty()) return plan;
   for (size_t s = 0; s < stages.size(); ++s) {
     const Stage& st = stages[s];
-    const std::vector<Span> ranges = merged(stage_weight_spans(g, stages[(s + distance) % stages.size()], stage_budget));
+    const std::vector<WeightSpan> ranges = merged(stage_weight_spans(g, stages[(s + distance) % stages.size()], stage_budget));
     const std::vector<uint32_t> pieces = pieces_per_range(ranges, st.tasks);
     uint32_t task = st.first_task;
     for (size_t r = 0; r < ranges.size(); ++r) {

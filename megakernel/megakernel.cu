@@ -96,19 +96,52 @@ __device__ void request_record(const DeviceGraph& g, uint32_t task, StagedTask& 
   bulk_copy_to_shared(smem_address(&st), g.staged + task, sizeof(StagedTask), bar);
 }
 
+// Two-hop build, thread 0: starts the bulk copies of a task's weights (c.bytes > 0, resolved on
+// the host) to the dynamic shared memory at `at`, completing on p's barrier, and records them in
+// p. Inlined: a call (__noinline__) made the kernel 1.3-2.3% slower (docs/JOURNAL.md,
+// twenty-sixth session).
+__device__ inline void start_task_copy(const TaskCopy& c, uint8_t* const* arenas, uint8_t* smem, uint32_t at,
+                                       WeightPreload& p) {
+  fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
+  mbar_arrive_expect_tx(p.bar, c.bytes);
+  uint32_t dst = smem_address(smem + at);
+  // Constant indices only: an array indexed at run time would live in local memory, which
+  // every acquire empties from the L1.
+#pragma unroll
+  for (uint32_t i = 0; i < 3; ++i)
+    if (i < c.spans) {
+      bulk_copy_to_shared(dst, arenas[c.span[i].arena] + c.span[i].offset, c.span[i].bytes, p.bar);
+      dst += c.span[i].bytes;
+    }
+  p.bytes = c.bytes;
+  p.at = at;
+}
+
+// Two-hop build, thread 0, during the current task's wait, once the next task's record has
+// landed: starts the next task's copy, when it may start ahead, where the current task (its
+// tile, its copy `cur`) leaves room in the launch's `limit` bytes.
+__device__ inline void start_copy_ahead(const StagedTask& next, const StagedTask& current, const WeightPreload& cur,
+                                        WeightPreload& ahead, uint8_t* const* arenas, uint8_t* smem, uint32_t limit) {
+  if (!next.copy.ahead) return;
+  const uint32_t at = ahead_place(next.copy.bytes, next.copy.at, current.tile_smem, cur.at, cur.bytes, limit);
+  if (at) start_task_copy(next.copy, arenas, smem, at, ahead);
+}
+
 // Thread 0: waits until the task's counter reaches its target for `step` (acquire), backing
-// off with __nanosleep. A value this block has already acquired that reaches the target needs
-// no new load: counters only grow, and that acquire already ordered what follows. False when
-// the run was aborted or this wait outlived the watchdog, which it then reports.
+// off with __nanosleep and running `on_poll` before each sleep. A value this block has already
+// acquired that reaches the target needs no new load: counters only grow, and that acquire
+// already ordered what follows. False when the run was aborted or this wait outlived the
+// watchdog, which it then reports.
+template <class OnPoll>
 __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, const SpTask& t, uint32_t task,
-                              uint32_t step, Dispatcher& d) {
+                              uint32_t step, Dispatcher& d, OnPoll on_poll) {
   if (t.wait_counter == SP_NO_COUNTER) return true;
   const uint32_t target = sp_wait_target(t, step);
   if (t.wait_counter == d.known_counter && sp_counter_reached(d.known_value, target)) return true;
   uint32_t value = DeviceAtomic(g.counters[t.wait_counter]).load(kAcquire);
   if (!sp_counter_reached(value, target) &&
       !poll_until(g.counters[t.wait_counter], target, value, l.backoff, g.control,
-                  {kFailWatchdog, task, step, t.wait_counter, 0, target}))
+                  {kFailWatchdog, task, step, t.wait_counter, 0, target}, on_poll))
     return false;
   d.known_counter = t.wait_counter;
   d.known_value = value;
@@ -119,9 +152,10 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // task's staged record is copied into the other of two buffers while the current task runs,
 // so no record load lies between two tasks (docs/JOURNAL.md, sixteenth session). Params and
 // arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
-// record, starts the weight preload and the task's L2 prefetch for a later stage, and waits on
-// the task's counter; the block runs the tile; then thread 0 releases while thread 32 claims
-// the task after the next.
+// record, starts the task's weight copy (unless it started during the task before) and its L2
+// prefetch for a later stage, and waits on the task's counter, copying the next task's weights
+// meanwhile if asked to (copy ahead); the block runs the tile; then thread 0 releases while
+// thread 32 claims the task after the next.
 // kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
 // have them; the other build does not carry them (code a persistent kernel never runs still
 // costs it: docs/JOURNAL.md, twenty-third session).
@@ -134,18 +168,23 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   __shared__ __align__(16) SpGraphParams s_params;
   __shared__ uint8_t* s_arenas[SP_MAX_ARENAS];
   __shared__ InputKey s_input;
-  __shared__ WeightPreload s_preload;
-  __shared__ __align__(8) uint64_t s_preload_bar, s_record_bar[2];
+  // The current task's weight copy (its tile reads it here) and the next task's, started ahead
+  // during the current task's wait; each on its own mbarrier, which the two exchange when the
+  // next task takes over the copy made ahead.
+  __shared__ WeightPreload s_preload, s_ahead;
+  __shared__ __align__(8) uint64_t s_preload_bar[2], s_record_bar[2];
 
   for (uint32_t i = threadIdx.x; i < g.n_arenas; i += blockDim.x) s_arenas[i] = g.ctx.arenas[i];
   if (threadIdx.x < sizeof(SpGraphParams) / 4)
     reinterpret_cast<uint32_t*>(&s_params)[threadIdx.x] = reinterpret_cast<const uint32_t*>(g.ctx.params)[threadIdx.x];
   if (threadIdx.x == 0) {
     s_input.valid = 0;
-    s_preload = {0, smem_address(&s_preload_bar), 0};
-    mbar_init(s_preload.bar, 1);
-    mbar_init(smem_address(&s_record_bar[0]), 1);
-    mbar_init(smem_address(&s_record_bar[1]), 1);
+    s_preload = {0, 0, smem_address(&s_preload_bar[0]), 0};
+    s_ahead = {0, 0, smem_address(&s_preload_bar[1]), 0};
+    for (uint32_t b = 0; b < 2; ++b) {
+      mbar_init(smem_address(&s_preload_bar[b]), 1);
+      mbar_init(smem_address(&s_record_bar[b]), 1);
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -189,14 +228,32 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         progress[4 * blockIdx.x + 1] = task.step;
         progress[4 * blockIdx.x + 2] = 1;
       }
-      if (l.preload_bytes)  // an MLP member's weights only when it runs at once with its gang
-        s_preload.bytes = kTwoHop && staged.t.op == SP_OP_MLP
-                              ? (g.gang_counters ? start_mlp_preload(staged.t, ctx, smem, l.smem_bytes, s_preload.bar)
-                                                 : 0u)
-                              : start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload.bar);
+      if constexpr (kTwoHop) {
+        if (s_ahead.bytes) {  // this task's copy, started during the task before
+          const WeightPreload free = s_preload;
+          s_preload = s_ahead;
+          s_ahead = {0, 0, free.bar, free.parity};
+        } else if (staged.copy.bytes) {
+          start_task_copy(staged.copy, s_arenas, smem, staged.copy.at, s_preload);
+        }
+      } else if (l.preload_bytes) {
+        start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload);
+      }
       const L2Prefetch ahead = staged.prefetch;  // after this task's own copies, which it needs first
       if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
-      s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d);
+      if constexpr (kTwoHop) {
+        // Copy ahead: once the next task's record has landed, its weights may be copied during
+        // this wait, where this task leaves room. The plain build has no copies ahead: their
+        // code, never run, made it 1.4-2.2% slower (docs/JOURNAL.md, twenty-sixth session).
+        bool tried = !(l.copy_ahead && s_d.next_requested);
+        s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d, [&] {
+          if (tried || !mbar_test_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u)) return;
+          tried = true;
+          start_copy_ahead(s_staged[buffer ^ 1], staged, s_preload, s_ahead, s_arenas, smem, l.smem_bytes);
+        });
+      } else {
+        s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d, NoPollWork{});
+      }
       if (progress) progress[4 * blockIdx.x + 2] = 2;
       s_d.start_ns = global_timer_ns();
       s_d.wait_ns = s_d.start_ns - claimed_ns;
@@ -205,6 +262,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     if (!s_ready) {
       if (threadIdx.x == 0) {  // no copy outlives the block
         if (s_preload.bytes) mbar_wait(s_preload.bar, s_preload.parity);
+        if (kTwoHop && s_ahead.bytes) mbar_wait(s_ahead.bar, s_ahead.parity);
         if (s_d.next_requested) mbar_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u);
       }
       break;

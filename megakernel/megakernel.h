@@ -17,9 +17,11 @@ struct MegakernelLaunch {
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
   Backoff backoff;          // between polls of a counter, and the watchdog's bound
-  uint32_t preload_bytes;  // a projection task's weights up to this size are copied into shared
-                           // memory before its wait (0 = never) ...
-  uint32_t smem_bytes;     // ... when they fit in the launch's dynamic shared memory
+  uint32_t preload_bytes;  // plain build: a projection task's weights up to this size are copied
+                           // into shared memory before its wait (0 = never), when they fit in
+  uint32_t smem_bytes;     // the launch's dynamic shared memory (two-hop build: the host's
+                           // StagedTask::copy says which, and a copy ahead lies anywhere in it)
+  uint32_t copy_ahead;     // two-hop build: a task's weights may be copied during the task before
   uint32_t* stage_claims;  // ticket schedule: claims made of stage s in the launch's step k at
                            // [k * n_stages + s], zeroed before the launch
 };

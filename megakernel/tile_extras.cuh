@@ -13,11 +13,12 @@ struct InputKey {
   uint32_t K, counter, target, valid;
 };
 
-// The persistent kernel's copy of a projection task's weight rows into shared memory, started
-// before the task's wait so that the HBM round trips overlap the wait and the input's
-// normalisation (docs/JOURNAL.md, sixth session).
+// The persistent kernel's copy of a task's weights into shared memory (StagedTask::copy),
+// started before the task's wait so that the HBM round trips overlap the wait and the input's
+// normalisation (docs/JOURNAL.md, sixth session), or during the wait of the task before.
 struct WeightPreload {
-  uint32_t bytes;   // started for the current task; 0: its tile reads global memory
+  uint32_t bytes;   // started for the task; 0: its tile reads global memory
+  uint32_t at;      // where in the dynamic shared memory the copy lies
   uint32_t bar;     // shared address of the mbarrier the copies complete on
   uint32_t parity;  // of the barrier's phase those copies complete
 };

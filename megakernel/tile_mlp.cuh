@@ -4,7 +4,7 @@
 // gang to do so for that share adds the gangs' sums to hidden. Every dot is the canonical one,
 // so the bits are the CPU reference's. In the persistent kernel the down weight is piece-major
 // (repack_down.h), and a member running at once with its gang has its weights copied into
-// shared memory before its wait (start_mlp_preload); the per-op kernels read the row-major
+// shared memory before its wait (task_copies.h); the per-op kernels read the row-major
 // weight from global memory, a warp a row.
 #pragma once
 #include <stdint.h>
@@ -34,25 +34,6 @@ __device__ inline MlpWeights mlp_weights(const SpTask& t, const TileContext& c, 
                      (piece_major ? size_t(index) * s.H * s.piece : size_t(index) * s.piece);
   return {view_data<const bf16>(c, t.operand[0]) + first_row, view_data<const bf16>(c, t.operand[1]) + first_row,
           down, Wg.row_stride, Wd.row_stride, piece_major, false};
-}
-
-// Thread 0 of the persistent kernel, before the wait of an MLP member that runs at once with
-// its gang: starts the bulk copies of its gate rows, up rows and piece-major down block into
-// shared memory (tile_layout.h mlp_preload_offset) when they fit the launch's `smem_bytes`
-// (mlp_preload_end). Returns the bytes started (0: none).
-__device__ inline uint32_t start_mlp_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t smem_bytes,
-                                             uint32_t bar) {
-  const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
-  const MlpWeights w = mlp_weights(t, c, s, s.index);
-  const uint64_t end = mlp_preload_end(s.H, s.piece, w.gu_stride, smem_bytes, smem_bytes);
-  if (!end || !w.piece_major || !aligned16(w.gate) || !aligned16(w.up) || !aligned16(w.down)) return 0;
-  const uint32_t offset = mlp_preload_offset(s.H, s.piece), span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride));
-  fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
-  mbar_arrive_expect_tx(bar, uint32_t(end - offset));
-  bulk_copy_to_shared(smem_address(smem + offset), w.gate, span, bar);
-  bulk_copy_to_shared(smem_address(smem + offset + span), w.up, span, bar);
-  bulk_copy_to_shared(smem_address(smem + offset + 2u * span), w.down, s.H * s.piece * 2u, bar);
-  return uint32_t(end - offset);
 }
 
 // The canonical dot (ops/dot.h) of n <= 64 elements in one thread: lanes past n / 8 hold +0 (a
@@ -189,7 +170,7 @@ __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* s
     if (preloaded) {
       mbar_wait(extras->preload->bar, extras->preload->parity);
       // Known only after the wait, so no load of the copy is moved above it (as task_weights).
-      const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + mlp_preload_offset(s.H, s.piece)));
+      const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + extras->preload->at));
       const uint32_t span = uint32_t(preload_span_bytes(s.piece, s.H, w.gu_stride)) / 2u;
       w = {copy, copy + span, copy + 2u * span, w.gu_stride, w.d_stride, true, true};
     }

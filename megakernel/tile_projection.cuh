@@ -53,30 +53,35 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
           false};
 }
 
-// Thread 0 of the persistent kernel, after staging a task and before its wait: starts the bulk
-// copies of a projection task's weight spans to shared memory (projection_preload_offset, one
-// after the other) when preload_end_bytes allows them within `max_bytes` and `smem_bytes`, the
-// weights live in a weight arena and their rows start 16-byte aligned, as the copy engine needs.
-// Returns the bytes started; 0 (nothing started) for every other task.
-__device__ inline uint32_t start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem,
-                                                uint32_t max_bytes, uint32_t smem_bytes, uint32_t bar) {
-  if (!sp_projection_matrices(t.op) || t.tile_end <= t.tile_begin) return 0;
+// Thread 0 of the persistent kernel's plain build, after staging a task and before its wait:
+// starts the bulk copies of a projection task's weight spans to shared memory
+// (projection_preload_offset, one after the other) when preload_end_bytes allows them within
+// `max_bytes` and `smem_bytes`, the weights live in a weight arena and their rows start 16-byte
+// aligned, as the copy engine needs, and records them in p; p.bytes 0 (nothing started) for
+// every other task. The same rule as the host's task_copy (task_copies.h), which the two-hop
+// build's copies come from: read from the staged record instead, they made the plain build
+// 0.5-0.8% slower on qwen3-0.6b (docs/JOURNAL.md, twenty-sixth session).
+__device__ inline void start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t max_bytes,
+                                            uint32_t smem_bytes, WeightPreload& p) {
+  p.bytes = 0;
+  if (!sp_projection_matrices(t.op) || t.tile_end <= t.tile_begin) return;
   const ProjectionWeights pw = projection_weights(t, c);
   const uint32_t offset = projection_preload_offset(pw.K);
   const uint64_t end =
       preload_end_bytes(pw.matrices, t.tile_end - t.tile_begin, pw.K, pw.row_stride, max_bytes, smem_bytes);
-  if (!end) return 0;
+  if (!end) return;
   const uint64_t span = pw.span_bytes(t), total = end - offset;
-  if (c.views[t.operand[0]].arena < SP_ARENA_WEIGHTS0) return 0;  // copied before the wait: weights only
-  if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return 0;
+  if (c.views[t.operand[0]].arena < SP_ARENA_WEIGHTS0) return;  // copied before the wait: weights only
+  if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return;
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
-  mbar_arrive_expect_tx(bar, uint32_t(total));
+  mbar_arrive_expect_tx(p.bar, uint32_t(total));
   // Constant indices only: an array indexed at run time would live in local memory, which
   // every acquire empties from the L1.
 #pragma unroll
   for (uint32_t m = 0; m < 2; ++m)
-    if (m < pw.matrices) bulk_copy_to_shared(smem_address(smem + offset + m * span), pw.first[m], uint32_t(span), bar);
-  return uint32_t(total);
+    if (m < pw.matrices) bulk_copy_to_shared(smem_address(smem + offset + m * span), pw.first[m], uint32_t(span), p.bar);
+  p.bytes = uint32_t(total);
+  p.at = offset;
 }
 
 // Every thread: where the tile reads the task's rows: the preloaded copy in shared memory,
@@ -88,7 +93,7 @@ __device__ inline ProjectionWeights task_weights(const SpTask& t, const TileCont
   mbar_wait(extras->preload->bar, extras->preload->parity);
   // The weight loads are plain asm, which the compiler may move anywhere their address is
   // known: an address it learns only after the wait keeps them after it.
-  const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + projection_preload_offset(pw.K)));
+  const bf16* copy = opaque(reinterpret_cast<const bf16*>(smem + extras->preload->at));
   pw.first[0] = copy;
   if (pw.matrices == 2) pw.first[1] = copy + pw.span_bytes(t) / 2u;
   pw.shared = true;

@@ -88,7 +88,7 @@ TEST_CASE("CLI11 reports malformed options itself") {
 }
 
 TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused, naming the option and range") {
-  for (const std::string option : {"--cuda-preload-kb", "--cuda-attn-kv-kb", "--cuda-attn-score-kb"}) {
+  for (const std::string option : {"--cuda-preload-kb", "--cuda-copy-ahead-kb", "--cuda-attn-kv-kb", "--cuda-attn-score-kb"}) {
     CAPTURE(option);
     CHECK(run_cli("bench --help").out_has(option));
     const CliResult r = run_cli("bench --model synthetic:tiny " + option + " 228");

@@ -110,6 +110,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                         "them into shared memory before its dependency wait (bulk copies); an MLP gang member running "
                         "at once with its gang copies its weights whatever their size (qwen3-0.6b's 128/16 pieces: "
                         "144 KiB) where shared memory has room; 0 = no copies at all");
+  add_shared_kib_option(cmd, "--cuda-copy-ahead-kb", flags.cuda_copy_ahead_kb,
+                        "cuda megakernel, two-hop build (split GEMVs, MLP gangs) only: a task whose weights copy "
+                        "(--cuda-preload-kb) takes at least this many KiB may have it started during the dependency "
+                        "wait of the block's task before, once its record is in, wherever that task leaves shared "
+                        "memory free (the launch then takes all it may have); 0 = never");
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
@@ -159,6 +164,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.vulkan = flags.vulkan;
   o.megakernel.blocks_per_sm = flags.cuda_blocks_per_sm;
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
+  o.megakernel.copy_ahead_bytes = flags.cuda_copy_ahead_kb << 10;
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
   o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;

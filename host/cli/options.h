@@ -39,6 +39,7 @@ struct ExecutorFlags {
   VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
   uint32_t cuda_blocks_per_sm = ExecutorOptions{}.megakernel.blocks_per_sm;
   uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
+  uint32_t cuda_copy_ahead_kb = ExecutorOptions{}.megakernel.copy_ahead_bytes >> 10;
   uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
   uint32_t cuda_l2_prefetch_distance = ExecutorOptions{}.megakernel.l2_prefetch_distance;
@@ -46,7 +47,7 @@ struct ExecutorFlags {
 };
 
 // --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
-// --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
+// --cuda-copy-ahead-kb, --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
 // --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
