@@ -136,7 +136,8 @@ size_t copies_smem_bytes(const Graph& g, const cuda::CopyLimits& limits) {
 
 // Whether some task's copy may start during the task before.
 bool copies_ahead(const Graph& g, const cuda::CopyLimits& limits) {
-  return std::any_of(g.tasks.begin(), g.tasks.end(), [&](const SpTask& t) { return cuda::task_copy(g, t, limits).ahead; });
+  return std::any_of(g.tasks.begin(), g.tasks.end(),
+                     [&](const SpTask& t) { return cuda::task_copy(g, t, limits).ahead != 0; });
 }
 
 // The L2 prefetch budget a stage, kL2PrefetchAuto resolved for g's model.

@@ -69,12 +69,12 @@ struct ArenaSpan {
 };
 using L2Prefetch = ArenaSpan;  // weights of a later stage a task asks the L2 for (l2_prefetch.h)
 
-// The weights the persistent kernel copies into shared memory for a task, as the host resolves
-// them once (task_copies.h): `spans` spans, one after the other, `bytes` in all (0: the tile
-// reads global memory). Placed at `at` when started at the task's claim; when started during
-// the task before it (copy ahead, where `ahead` allows), anywhere from `at` on that the task
-// before leaves free. The
-// tile reads the copy wherever it was placed (WeightPreload::at).
+// The weights the persistent kernel's two-hop build copies into shared memory for a task, as
+// the host resolves them once (task_copies.h): `spans` spans, one after the other, `bytes` in
+// all (0: the tile reads global memory). Placed at `at` when started at the task's claim; when
+// started during the task before it (copy ahead, where `ahead` allows), anywhere from `at` on
+// that the task before leaves free. The tile reads the copy where it was placed
+// (WeightPreload::at).
 struct TaskCopy {
   uint32_t bytes, at, spans;
   uint32_t ahead;  // 1: may be started during the task before
@@ -89,8 +89,8 @@ struct alignas(16) StagedTask {
   SpTask t;
   SpView views[SP_TASK_OPERANDS];
   L2Prefetch prefetch;  // weights of a later stage this task asks the L2 for (l2_prefetch.h)
-  TaskCopy copy;        // its weights copied into shared memory (none: bytes 0)
-  uint32_t tile_smem;   // the dynamic shared memory its tile uses besides that copy
+  TaskCopy copy;        // two-hop build: its weights copied into shared memory (none: bytes 0)
+  uint32_t tile_smem;   // two-hop build: the dynamic shared memory its tile uses besides that copy
 };
 
 struct DeviceGraph {

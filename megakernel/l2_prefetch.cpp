@@ -26,7 +26,9 @@ std::vector<WeightSpan> stage_weight_spans(const Graph& g, const Stage& st, uint
 // Sorted, with overlapping or touching spans of one arena joined.
 std::vector<WeightSpan> merged(std::vector<WeightSpan> spans) {
   std::sort(spans.begin(), spans.end(),
-            [](const WeightSpan& a, const WeightSpan& b) { return a.arena != b.arena ? a.arena < b.arena : a.begin < b.begin; });
+            [](const WeightSpan& a, const WeightSpan& b) {
+              return a.arena != b.arena ? a.arena < b.arena : a.begin < b.begin;
+            });
   std::vector<WeightSpan> out;
   for (const WeightSpan& s : spans) {
     if (!out.empty() && out.back().arena == s.arena && s.begin <= out.back().end)
@@ -63,7 +65,8 @@ std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, const std::vector<Stage
   if (distance == 0 || stage_budget == 0 || stages.empty()) return plan;
   for (size_t s = 0; s < stages.size(); ++s) {
     const Stage& st = stages[s];
-    const std::vector<WeightSpan> ranges = merged(stage_weight_spans(g, stages[(s + distance) % stages.size()], stage_budget));
+    const Stage& target = stages[(s + distance) % stages.size()];
+    const std::vector<WeightSpan> ranges = merged(stage_weight_spans(g, target, stage_budget));
     const std::vector<uint32_t> pieces = pieces_per_range(ranges, st.tasks);
     uint32_t task = st.first_task;
     for (size_t r = 0; r < ranges.size(); ++r) {

@@ -12,14 +12,14 @@ TaskCopy task_copy(const Graph& g, const SpTask& t, const CopyLimits& limits) {
   const TaskCopy none{};
   if (!limits.projection_bytes || t.tile_end <= t.tile_begin) return none;
   const uint32_t rows = t.tile_end - t.tile_begin;
-  const SpView& W = g.views[t.operand[0]];
   uint64_t at = 0, end = 0;
   if (t.op == SP_OP_MLP) {
     if (!limits.mlp_members) return none;
     const uint32_t H = g.views[t.operand[2]].rows;
     at = mlp_preload_offset(H, rows);
-    end = mlp_preload_end(H, rows, W.row_stride, limits.smem, limits.smem);
+    end = mlp_preload_end(H, rows, g.views[t.operand[0]].row_stride, limits.smem);
   } else if (const uint32_t matrices = sp_projection_matrices(t.op)) {
+    const SpView& W = g.views[t.operand[0]];
     at = projection_preload_offset(W.cols);
     end = preload_end_bytes(matrices, rows, W.cols, W.row_stride, limits.projection_bytes, limits.smem);
   }

@@ -1,6 +1,8 @@
 // Which weights the persistent kernel copies into shared memory for each task, resolved on the
-// host once, so that the kernel starts a copy with a few instructions wherever it starts it: at
-// the task's claim, or during the wait of the task before (MegakernelTuning::copy_ahead).
+// host once, so that the kernel's two-hop build starts a copy with a few instructions wherever
+// it starts it: at the task's claim, or during the wait of the task before
+// (MegakernelTuning::copy_ahead_bytes). The plain build applies the same rule for projections
+// on the device (tile_projection.cuh start_weight_preload), which measured faster there.
 #pragma once
 #include <cstdint>
 
@@ -19,8 +21,7 @@ struct CopyLimits {
 // Task t's copy (bytes 0: none): a projection's rows when preload_end_bytes allows them within
 // the limits, an MLP member's gate rows, up rows and piece-major down block when
 // mlp_preload_end does (tile_layout.h); only weight arenas, each span starting 16-byte aligned
-// as the copy engine needs.
-// `ahead` when the copy takes at least limits.ahead_bytes.
+// as the copy engine needs. `ahead` when the copy takes at least limits.ahead_bytes.
 TaskCopy task_copy(const Graph& g, const SpTask& t, const CopyLimits& limits);
 
 }  // namespace spindle::cuda

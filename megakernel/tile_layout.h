@@ -52,12 +52,13 @@ SP_HDI uint64_t preload_end_bytes(uint32_t matrices, uint32_t rows, uint32_t col
 // its gate rows, its up rows (each from the first row's start to the last row's end), then its
 // piece of the down weight repacked piece-major ([H][P], megakernel/repack_down.h).
 SP_HDI uint32_t mlp_preload_offset(uint32_t H, uint32_t piece) { return (mlp_smem_bytes(H, piece) + 127u) & ~127u; }
-// Where that copy ends: 0 when it cannot be made (spans not whole 16-byte pieces), takes more
-// than `budget` bytes or ends past `limit`.
-SP_HDI uint64_t mlp_preload_end(uint32_t H, uint32_t piece, uint32_t gu_stride, uint64_t budget, uint64_t limit) {
+// Where that copy ends: 0 when it cannot be made (spans not whole 16-byte pieces) or ends past
+// `limit`. Unlike a projection's, its size is not limited otherwise: a member's weights are
+// copied whatever their size when shared memory has room.
+SP_HDI uint64_t mlp_preload_end(uint32_t H, uint32_t piece, uint32_t gu_stride, uint64_t limit) {
   const uint64_t span = preload_span_bytes(piece, H, gu_stride), down = uint64_t(H) * piece * 2u;
-  const uint64_t total = 2u * span + down, end = mlp_preload_offset(H, piece) + total;
-  return span % 16u || down % 16u || gu_stride % 8u || total > budget || end > limit ? 0 : end;
+  const uint64_t end = mlp_preload_offset(H, piece) + 2u * span + down;
+  return span % 16u || down % 16u || gu_stride % 8u || end > limit ? 0 : end;
 }
 
 // Where a copy of `bytes` for the next task may lie while the current task's tile uses the first
