@@ -257,7 +257,8 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   SP_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (d.smem > size_t(smem_limit))
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
-                " bytes of shared memory; a block may have " + std::to_string(smem_limit));
+                " bytes of shared memory; a block may have " + std::to_string(smem_limit) +
+                "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
 
   uint32_t n_stages = 0;  // the ticket schedule's
   if (opt.cuda_mode == CudaMode::Megakernel) {
@@ -266,7 +267,13 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     if (two_hop_ && tuning.blocks_per_sm != 1)
       throw Error("cuda executor: the megakernel's build for split GEMVs and MLP gangs runs 1 block an SM, not " +
                   std::to_string(tuning.blocks_per_sm));
-    const size_t dynamic_limit = size_t(smem_limit) - cuda::megakernel_static_smem(tuning.blocks_per_sm, two_hop_);
+    const size_t static_smem = cuda::megakernel_static_smem(tuning.blocks_per_sm, two_hop_);
+    const size_t dynamic_limit = size_t(smem_limit) - static_smem;
+    if (d.smem > dynamic_limit)
+      throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
+                  " bytes of shared memory beside the persistent kernel's " + std::to_string(static_smem) +
+                  "; a block may have " + std::to_string(smem_limit) +
+                  " in all; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
     // Sized for every copy an MLP member may get; whether it gets one (only when it runs at once
     // with its gang) is known once the grid is.
     const cuda::CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true, tuning.copy_ahead_bytes};

@@ -19,9 +19,10 @@ struct CopyLimits {
 };
 
 // Task t's copy (bytes 0: none): a projection's rows when preload_end_bytes allows them within
-// the limits, an MLP member's gate rows, up rows and piece-major down block when
+// the limits, a ganged MLP member's gate rows, up rows and piece-major down block when
 // mlp_preload_end does (tile_layout.h); only weight arenas, each span starting 16-byte aligned
-// as the copy engine needs. `ahead` when the copy takes at least limits.ahead_bytes.
+// as the copy engine needs, and spans that add up to the layout's bytes. `ahead` when the copy
+// takes at least limits.ahead_bytes.
 TaskCopy task_copy(const Graph& g, const SpTask& t, const CopyLimits& limits);
 
 }  // namespace spindle::cuda

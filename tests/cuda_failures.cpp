@@ -10,6 +10,8 @@
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
+#include "megakernel/megakernel.h"
+#include "megakernel/tile_layout.h"
 #include "tasks/error.h"
 #include "tests/executors_fixture.h"
 
@@ -162,6 +164,44 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
   o.megakernel.blocks_per_sm = 1;
   const CudaExecutor one(g, w, o);
   CHECK(two.workers() == 2 * one.workers());
+}
+
+// tiny at context 16384 in one attention chunk a kv head: its attention tile's shared memory
+// grows by 4 * head_dim bytes a position --cuda-attn-kv-kb stages.
+TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the knobs; the megakernel's beside its own") {
+  const ModelWeights w = load_model("synthetic:tiny");
+  BuildOptions b;
+  b.context = 16384;
+  b.attn_chunks = 1;
+  const Graph g = build_decode_graph(w, b);
+  const SpGraphParams& p = g.params;
+  uint32_t partial_stride = 0;
+  for (const SpTask& t : g.tasks)
+    if (t.op == SP_OP_ATTENTION) partial_stride = g.views[t.operand[5]].row_stride;
+  REQUIRE(partial_stride > 0);
+  const uint32_t group = p.n_heads / p.n_kv_heads, scores = (32u << 10) / (4 * group);  // the default's
+  const auto attention_bytes = [&](uint32_t kv) {
+    return cuda::attn_smem_bytes(group, p.head_dim, p.rotary_dim, scores, kv, 1, partial_stride);
+  };
+  int limit = 0;
+  REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);
+  const uint32_t own = uint32_t(cuda::megakernel_static_smem(1, false));
+  uint32_t kv = 1;
+  while (attention_bytes(kv) <= uint32_t(limit) - own) ++kv;
+  REQUIRE(attention_bytes(kv) <= uint32_t(limit));  // within a block's, not beside the kernel's
+  ExecutorOptions o = megakernel_options();
+  o.megakernel.attn_kv_bytes = kv * 4 * p.head_dim;
+  std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
+  CAPTURE(msg);
+  CHECK(msg.find("beside the persistent kernel's " + std::to_string(own)) != std::string::npos);
+  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  o.megakernel.attn_kv_bytes = (kv + 64) * 4 * p.head_dim;  // past a block's in every mode
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
+    o.cuda_mode = mode;
+    msg = error_of([&] { CudaExecutor ex(g, w, o); });
+    CHECK(msg.find("largest tile needs " + std::to_string(attention_bytes(kv + 64))) != std::string::npos);
+    CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  }
 }
 
 TEST_CASE("the copy bandwidth probe gives a plausible number") {

@@ -94,6 +94,21 @@ TEST_CASE("an MLP member's copy is its gate rows, up rows and piece-major down b
   CHECK(members == 16 * g.params.n_layers);
 }
 
+TEST_CASE("no copy for an MLP task run alone (gang width 1), nor when its gate and up rows are laid out apart") {
+  Graph g = tiny_fused_mlp_model().graph;
+  SpTask* member = nullptr;
+  for (SpTask& t : g.tasks)
+    if (t.op == SP_OP_MLP && !member) member = &t;
+  REQUIRE(member);
+  REQUIRE(cuda::task_copy(g, *member, {1u << 20, kSmem, true, 0}).bytes > 0);
+  SpTask alone = *member;
+  alone.gang_width = 1;
+  alone.gang_rank = 0;
+  CHECK(cuda::task_copy(g, alone, {1u << 20, kSmem, true, 0}).bytes == 0);
+  g.views[member->operand[1]].row_stride += 8;  // up's rows further apart than gate's
+  CHECK(cuda::task_copy(g, *member, {1u << 20, kSmem, true, 0}).bytes == 0);
+}
+
 TEST_CASE("no copy past the projection budget or the shared memory, with copies off, or of unaligned or non-weight rows") {
   Graph g = tiny_model().graph;
   const auto first_of = [&](uint32_t op) {
