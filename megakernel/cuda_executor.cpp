@@ -18,6 +18,7 @@
 #include "megakernel/per_op.h"
 #include "megakernel/repack_down.h"
 #include "megakernel/task_copies.h"
+#include "megakernel/task_smem.h"
 #include "megakernel/tile_layout.h"
 #include "ops/attention.h"
 #include "tasks/counters.h"
@@ -85,19 +86,6 @@ void check_supported(const Graph& g) {
   }
 }
 
-// Dynamic shared memory one block needs for task t's tile.
-size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions, uint32_t kv_positions) {
-  const SpGraphParams& p = g.params;
-  switch (t.op) {
-    case SP_OP_GEMV:
-    case SP_OP_GATE_UP: return cuda::projection_smem_bytes(g.views[t.operand[0]].cols);
-    case SP_OP_ATTENTION:
-      return cuda::attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
-                                   p.attn_chunks, g.views[t.operand[5]].row_stride);
-    case SP_OP_MLP: return cuda::mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
-    default: return cuda::kTileScratchBytes;
-  }
-}
 
 // Whether the graph needs the persistent kernel's two-hop build (megakernel.h): split GEMV dots
 // or MLP gangs.
@@ -120,7 +108,7 @@ uint32_t largest_gang_stage(const std::vector<cuda::Stage>& stages, const Graph&
 // ... and for the largest tile of the graph.
 size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_positions) {
   size_t bytes = cuda::kTileScratchBytes;
-  for (const SpTask& t : g.tasks) bytes = std::max(bytes, task_smem_bytes(g, t, score_positions, kv_positions));
+  for (const SpTask& t : g.tasks) bytes = std::max(bytes, cuda::task_smem_bytes(g, t, score_positions, kv_positions));
   return bytes;
 }
 
@@ -159,7 +147,7 @@ std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cud
     s.t = g.tasks[i];
     s.prefetch = prefetch[i];
     s.copy = cuda::task_copy(g, g.tasks[i], copies);
-    s.tile_smem = uint32_t(task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
+    s.tile_smem = uint32_t(cuda::task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
     for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t v) {
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
@@ -321,7 +309,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     cuda::prepare_stage_kernel(d.smem);
     for (cuda::Stage& st : d.stages)  // each launch asks for what its own tiles need
       for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i)
-        st.smem = std::max(st.smem, task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
+        st.smem = std::max(st.smem, cuda::task_smem_bytes(g, g.tasks[i], score_positions, kv_positions));
   }
 
   d.graph = cuda::DeviceGraph{d.model.context(),

@@ -8,6 +8,7 @@
 
 #include "executors_fixture.h"
 #include "megakernel/task_copies.h"
+#include "megakernel/task_smem.h"
 #include "megakernel/tile_layout.h"
 
 using namespace spindle;
@@ -53,6 +54,25 @@ TEST_CASE("a projection task's copy is its rows of each matrix, one after the ot
     ++copied;
   }
   CHECK(copied > 10);
+}
+
+// What ahead_place relies on: the next task's copy, wherever it lies from its `at` on, is clear of
+// that task's own tile.
+TEST_CASE("every copy lies above its task's tile, plain and fused graphs, tiny and qwen3-0.6b") {
+  const ModelWeights w = load_model("synthetic:qwen3-0.6b");
+  const Graph plain = qwen06b_graph(w, TwoHop::Plain), fused = qwen06b_graph(w, TwoHop::FusedMlp);
+  for (const Graph* g : {&tiny_model().graph, &tiny_fused_mlp_model().graph, &plain, &fused}) {
+    size_t copies = 0;
+    for (const SpTask& t : g->tasks) {
+      const cuda::TaskCopy c = cuda::task_copy(*g, t, {1u << 20, kSmem, true, 0});
+      if (!c.bytes) continue;
+      CAPTURE(sp_opcode_name(t.op));
+      CHECK(c.at >= cuda::task_smem_bytes(*g, t, g->params.context, g->params.context));
+      CHECK(c.at % 128 == 0);
+      ++copies;
+    }
+    CHECK(copies > 0);
+  }
 }
 
 TEST_CASE("a copy may start during the task before when it takes at least the ahead bytes") {

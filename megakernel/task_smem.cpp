@@ -1,0 +1,21 @@
+#include "megakernel/task_smem.h"
+
+#include "megakernel/tile_layout.h"
+#include "tasks/opcodes.h"
+
+namespace spindle::cuda {
+
+size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions, uint32_t kv_positions) {
+  const SpGraphParams& p = g.params;
+  switch (t.op) {
+    case SP_OP_GEMV:
+    case SP_OP_GATE_UP: return projection_smem_bytes(g.views[t.operand[0]].cols);
+    case SP_OP_ATTENTION:
+      return attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
+                             p.attn_chunks, g.views[t.operand[5]].row_stride);
+    case SP_OP_MLP: return mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
+    default: return kTileScratchBytes;
+  }
+}
+
+}  // namespace spindle::cuda

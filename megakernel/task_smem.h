@@ -1,0 +1,15 @@
+// The dynamic shared memory a task's tile takes (tile_layout.h), besides any copy of its weights:
+// the host sizes every launch with it, and it tells the persistent kernel's two-hop build where a
+// copy made ahead may not go (StagedTask::tile_smem).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tasks/graph.h"
+
+namespace spindle::cuda {
+
+// Attention's depends on the positions of scores and of K and V rows it holds at once.
+size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions, uint32_t kv_positions);
+
+}  // namespace spindle::cuda
