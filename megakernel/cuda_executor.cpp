@@ -112,20 +112,20 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
-// The dynamic shared memory the tasks' weight copies need (task_copies.h); 0: no task has one.
-size_t copies_smem_bytes(const Graph& g, const cuda::CopyLimits& limits) {
-  size_t bytes = 0;
+// What the tasks' weight copies (task_copies.h) ask of a launch: the dynamic shared memory they
+// need (0: no task has one), and whether some copy may start during the task before.
+struct CopiesNeed {
+  size_t smem = 0;
+  bool ahead = false;
+};
+CopiesNeed copies_need(const Graph& g, const cuda::CopyLimits& limits) {
+  CopiesNeed need;
   for (const SpTask& t : g.tasks) {
     const cuda::TaskCopy c = cuda::task_copy(g, t, limits);
-    if (c.bytes) bytes = std::max<size_t>(bytes, c.at + c.bytes);
+    if (c.bytes) need.smem = std::max<size_t>(need.smem, c.at + c.bytes);
+    need.ahead = need.ahead || c.ahead;
   }
-  return bytes;
-}
-
-// Whether some task's copy may start during the task before.
-bool copies_ahead(const Graph& g, const cuda::CopyLimits& limits) {
-  return std::any_of(g.tasks.begin(), g.tasks.end(),
-                     [&](const SpTask& t) { return cuda::task_copy(g, t, limits).ahead != 0; });
+  return need;
 }
 
 // The L2 prefetch budget a stage, kL2PrefetchAuto resolved for g's model.
@@ -265,10 +265,11 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     // Sized for every copy an MLP member may get; whether it gets one (only when it runs at once
     // with its gang) is known once the grid is.
     const cuda::CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true, tuning.copy_ahead_bytes};
-    preload_smem_ = copies_smem_bytes(g, copies);
+    const CopiesNeed need = copies_need(g, copies);
+    preload_smem_ = need.smem;
     // Copies ahead (the two-hop build's) are placed where the task before leaves room: most
     // often at the top.
-    copy_ahead_ = two_hop_ && copies_ahead(g, copies);
+    copy_ahead_ = two_hop_ && need.ahead;
     mk_smem_ = copy_ahead_ ? dynamic_limit : std::max(d.smem, preload_smem_);
     const uint32_t per_sm = cuda::megakernel_blocks_per_sm(tuning.blocks_per_sm, two_hop_, mk_smem_);
     if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");

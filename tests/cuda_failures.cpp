@@ -11,7 +11,7 @@
 #include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
 #include "megakernel/megakernel.h"
-#include "megakernel/tile_layout.h"
+#include "megakernel/task_smem.h"
 #include "tasks/error.h"
 #include "tests/executors_fixture.h"
 
@@ -175,14 +175,12 @@ TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the 
   b.attn_chunks = 1;
   const Graph g = build_decode_graph(w, b);
   const SpGraphParams& p = g.params;
-  uint32_t partial_stride = 0;
+  const SpTask* attention = nullptr;
   for (const SpTask& t : g.tasks)
-    if (t.op == SP_OP_ATTENTION) partial_stride = g.views[t.operand[5]].row_stride;
-  REQUIRE(partial_stride > 0);
-  const uint32_t group = p.n_heads / p.n_kv_heads, scores = (32u << 10) / (4 * group);  // the default's
-  const auto attention_bytes = [&](uint32_t kv) {
-    return cuda::attn_smem_bytes(group, p.head_dim, p.rotary_dim, scores, kv, 1, partial_stride);
-  };
+    if (t.op == SP_OP_ATTENTION) attention = &t;
+  REQUIRE(attention);
+  const uint32_t scores = (32u << 10) / (4 * (p.n_heads / p.n_kv_heads));  // the default's
+  const auto attention_bytes = [&](uint32_t kv) { return uint32_t(cuda::task_smem_bytes(g, *attention, scores, kv)); };
   int limit = 0;
   REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);
   const uint32_t own = uint32_t(cuda::megakernel_static_smem(1, false));
