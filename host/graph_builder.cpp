@@ -83,20 +83,21 @@ class Builder {
     g_.tasks.push_back(t);
     ++stage.tasks;
   }
-  // Splits [0, n) into tasks of `per` tiles.
+  // Splits [begin, end) into tasks of `per` tiles.
   template <class F>
-  void split(uint32_t n, uint32_t per, F&& f) {
-    for (uint32_t t0 = 0; t0 < n; t0 += per) f(t0, std::min(n, t0 + per));
+  void split(uint32_t begin, uint32_t end, uint32_t per, F&& f) {
+    for (uint32_t t0 = begin; t0 < end; t0 += per) f(t0, std::min(end, t0 + per));
   }
   // Rows per task of a projection stage with `stage_rows` output rows in all.
   uint32_t rows_per_task(uint32_t stage_rows) const {
     return opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(stage_rows, opt_.stage_tasks);
   }
-  void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t rows, uint32_t per, uint32_t x,
-            uint32_t norm, uint32_t out, uint32_t residual, GemvSplit dot_split = {}) {
+  // Tasks of `per` rows over W's rows [r0, r1).
+  void gemv(Stage& st, const Stage& prev, uint32_t layer, uint32_t W, uint32_t r0, uint32_t r1, uint32_t per,
+            uint32_t x, uint32_t norm, uint32_t out, uint32_t residual, GemvSplit dot_split = {}) {
     const uint32_t word = gemv_split_word(dot_split.pieces, dot_split.group);
-    split(rows, per, [&](uint32_t r0, uint32_t r1) {
-      add_task(st, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, layer, r0, r1,
+    split(r0, r1, per, [&](uint32_t t0, uint32_t t1) {
+      add_task(st, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, layer, t0, t1,
                {W, x, norm, out, residual, 0u, SP_NO_VIEW, word});
     });
   }
@@ -210,20 +211,27 @@ Graph Builder::build() {
     const uint32_t wd = weight(L + "mlp.down_proj.weight", {H, I});
     const uint32_t kv_cache = alloc(tag + "kv_cache", SP_ARENA_KV, SP_BF16, 2 * Hkv * ctx, D);
 
-    Stage s_qkv = begin_stage(tag + "qkv");
-    const uint32_t qkv_per = rows_per_task(qkv_rows);
-    gemv(s_qkv, prev, l, wq, Hq * D, qkv_per, h, in_norm, q_part, SP_NO_VIEW);
-    gemv(s_qkv, prev, l, wk, Hkv * D, qkv_per, h, in_norm, k_part, SP_NO_VIEW);
-    gemv(s_qkv, prev, l, wv, Hkv * D, qkv_per, h, in_norm, v_part, SP_NO_VIEW);
+    // q, k and v: one stage, or with kv_head_waits one a kv head g holding the rows of g's q
+    // heads, k and v, so that g's attention waits for those alone.
+    std::vector<Stage> s_qkv;
+    const uint32_t qkv_per = rows_per_task(qkv_rows), heads = opt_.kv_head_waits ? Hkv : 1, qd = Hq / heads * D,
+                   kd = Hkv / heads * D;
+    for (uint32_t g = 0; g < heads; ++g) {
+      Stage st = begin_stage(tag + "qkv" + (opt_.kv_head_waits ? ".kv" + std::to_string(g) : ""));
+      gemv(st, prev, l, wq, g * qd, (g + 1) * qd, qkv_per, h, in_norm, q_part, SP_NO_VIEW);
+      gemv(st, prev, l, wk, g * kd, (g + 1) * kd, qkv_per, h, in_norm, k_part, SP_NO_VIEW);
+      gemv(st, prev, l, wv, g * kd, (g + 1) * kd, qkv_per, h, in_norm, v_part, SP_NO_VIEW);
+      s_qkv.push_back(st);
+    }
 
     // One task per (kv head, chunk): q/k norms, RoPE, the KV append, attention and the merge.
     Stage s_attn = begin_stage(tag + "attention");
     for (uint32_t t = 0; t < Hkv * chunks; ++t)
-      add_task(s_attn, s_qkv, SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
+      add_task(s_attn, s_qkv[opt_.kv_head_waits ? t / chunks : 0], SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
                {qkv, qn, kn, kv_cache, rope, partials, attn_out, arrivals});
 
     Stage s_o = begin_stage(tag + "o_proj");
-    gemv(s_o, s_attn, l, wo, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
+    gemv(s_o, s_attn, l, wo, 0, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
 
     if (mlp.pieces > 1) {
       Stage s_mlp = begin_stage(tag + "mlp");
@@ -238,12 +246,12 @@ Graph Builder::build() {
       continue;
     }
     Stage s_gu = begin_stage(tag + "gate_up");
-    split(I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
+    split(0, I, rows_per_task(I), [&](uint32_t r0, uint32_t r1) {
       add_task(s_gu, s_o, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act});
     });
 
     Stage s_down = begin_stage(tag + "down");
-    gemv(s_down, s_gu, l, wd, H, rows_per_task(H), act, SP_NO_VIEW, h, h, opt_.down_split);
+    gemv(s_down, s_gu, l, wd, 0, H, rows_per_task(H), act, SP_NO_VIEW, h, h, opt_.down_split);
     prev = s_down;
   }
 
@@ -253,7 +261,7 @@ Graph Builder::build() {
   const uint32_t slots = ceil_div(V, lm_rows);
   const uint32_t argmax = alloc("argmax_partials", SP_ARENA_WORK, SP_U32, slots, 2);
   Stage s_lm = begin_stage("lm_head");
-  split(V, lm_rows, [&](uint32_t r0, uint32_t r1) {
+  split(0, V, lm_rows, [&](uint32_t r0, uint32_t r1) {
     const uint32_t flags = 1u | ((r0 / lm_rows) << 16);
     add_task(s_lm, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, kLayerNone, r0, r1,
              {lm, h, final_norm, g_.io.logits, SP_NO_VIEW, flags, argmax, 0u});

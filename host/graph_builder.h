@@ -29,6 +29,10 @@ struct BuildOptions {
   // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
   // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
   GemvSplit fused_mlp{};
+  // Each layer's q, k and v rows as one stage a kv head, the attention tasks of kv head g
+  // waiting for g's stage alone instead of the whole projection: a schedule, not numerics (the
+  // same bits as one stage).
+  bool kv_head_waits = false;
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one

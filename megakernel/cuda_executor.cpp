@@ -301,7 +301,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
       d.list_tasks = upload(tasks, "the static schedule");
     } else {
       std::vector<uint32_t> first;
-      for (const cuda::Stage& st : d.stages) first.push_back(st.first_task);
+      for (const cuda::Stage& st : cuda::op_runs(g, d.stages)) first.push_back(st.first_task);
       n_stages = uint32_t(first.size());
       first.push_back(uint32_t(g.tasks.size()));
       d.stage_first = upload(first, "the stage table");

@@ -63,9 +63,10 @@ std::vector<L2Prefetch> plan_l2_prefetch(const Graph& g, const std::vector<Stage
                                          uint64_t stage_budget) {
   std::vector<L2Prefetch> plan(g.tasks.size(), L2Prefetch{0, 0, 0});
   if (distance == 0 || stage_budget == 0 || stages.empty()) return plan;
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const Stage& st = stages[s];
-    const Stage& target = stages[(s + distance) % stages.size()];
+  const std::vector<Stage> runs = op_runs(g, stages);
+  for (size_t s = 0; s < runs.size(); ++s) {
+    const Stage& st = runs[s];
+    const Stage& target = runs[(s + distance) % runs.size()];
     const std::vector<WeightSpan> ranges = merged(stage_weight_spans(g, target, stage_budget));
     const std::vector<uint32_t> pieces = pieces_per_range(ranges, st.tasks);
     uint32_t task = st.first_task;

@@ -39,6 +39,17 @@ std::vector<Stage> graph_stages(const Graph& g) {
   return stages;
 }
 
+std::vector<Stage> op_runs(const Graph& g, const std::vector<Stage>& stages) {
+  std::vector<Stage> runs;
+  for (const Stage& st : stages) {
+    const SpTask& t = g.tasks[st.first_task];
+    const SpTask* last = runs.empty() ? nullptr : &g.tasks[runs.back().first_task];
+    if (last && last->op == t.op && last->layer == t.layer) runs.back().tasks += st.tasks;
+    else runs.push_back(st);
+  }
+  return runs;
+}
+
 void prepare_stage_kernel(size_t smem) {
   SP_CUDA(cudaFuncSetAttribute(stage_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
 }

@@ -22,6 +22,12 @@ struct Stage {
 // this order they respect every dependency, since the tasks are in topological order.
 std::vector<Stage> graph_stages(const Graph& g);
 
+// `stages` (graph_stages) with each run of consecutive stages of one op and layer joined: a
+// layer's stages a kv head (BuildOptions::kv_head_waits) as its one stage. The units the
+// megakernel's tickets and L2 prefetch plan count, so that splitting a stage's counter changes
+// neither.
+std::vector<Stage> op_runs(const Graph& g, const std::vector<Stage>& stages);
+
 // Raises the stage kernel's shared-memory limit to `smem`.
 void prepare_stage_kernel(size_t smem);
 

@@ -63,7 +63,7 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
   for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--o-proj-split 2",
-                             "--down-split 16/4", "--fused-mlp 16/4"}) {
+                             "--down-split 16/4", "--fused-mlp 16/4", "--kv-head-waits"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
     CHECK(r.status != 0);
@@ -142,6 +142,24 @@ TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --do
   check_dump_refuses({{"--fused-mlp 16/4 --down-split 16/4", "--down-split excludes --fused-mlp"},
                       {"--fused-mlp 32", "fused MLP split 32/0: the split's pieces are not whole octets"},
                       {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
+}
+
+TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its attention tasks wait on") {
+  const auto counters = [](const std::string& args) {
+    const CliResult r = dump_tiny(args);
+    REQUIRE(r.status == 0);
+    const json j = json::parse(r.out);
+    std::map<std::string, std::set<std::string>> waited_by;  // counter → ops waiting on it
+    for (const json& t : j.at("tasks"))
+      if (!t.at("wait").is_null()) waited_by[t.at("wait").at("counter").get<std::string>()].insert(t.at("op"));
+    return waited_by;
+  };
+  const auto plain = counters(""), heads = counters("--kv-head-waits");
+  CHECK(plain.at("L0.qkv") == std::set<std::string>{"attention"});
+  CHECK(heads.count("L0.qkv") == 0);
+  CHECK(heads.at("L0.qkv.kv0") == std::set<std::string>{"attention"});
+  CHECK(heads.at("L1.qkv.kv1") == std::set<std::string>{"attention"});
+  CHECK(heads.size() == plain.size() + 2);  // tiny's two layers: one qkv counter becomes two each
 }
 
 TEST_CASE("graph save, graph dump and info build with the tiling options") {

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -231,29 +232,39 @@ TEST_CASE("tiny: the trace holds one record per task and step") {
 // The megakernel's ticket schedule claims each stage (a run of tasks signalling one counter)
 // from its own counter, a block taking at most ceil(tasks / blocks) tasks of a stage in a step
 // (docs/isa.md): with one block an SM, the trace's SM is the block.
-TEST_CASE("tiny: with tickets, no block runs more than its share of a stage in a step") {
-  const TinyModel& m = tiny_model();
-  const std::vector<cuda::Stage> stages = cuda::graph_stages(m.graph);
-  std::vector<uint32_t> stage_of(m.graph.tasks.size());
-  for (uint32_t s = 0; s < stages.size(); ++s)
-    for (uint32_t i = 0; i < stages[s].tasks; ++i) stage_of[stages[s].first_task + i] = s;
-  for (uint32_t workers : {1u, 7u, 132u}) {
-    CAPTURE(workers);
-    CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, workers));
-    ex.set_tracing(true);
-    decode(ex, m.graph, kPrompt, 3, {});
-    REQUIRE(ex.trace().size() == (kPrompt.size() - 1 + 3) * m.graph.tasks.size());
-    std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> taken;  // (step, stage, SM) -> tasks
-    for (const TaskTrace& t : ex.trace()) ++taken[{t.step, stage_of[t.task], t.worker}];
-    for (const auto& [key, tasks] : taken) {
-      const uint32_t stage_tasks = stages[std::get<1>(key)].tasks;
-      CAPTURE(stage_tasks);
-      CHECK(tasks <= (stage_tasks + ex.workers() - 1) / ex.workers());
+// A layer's qkv stages a kv head (BuildOptions::kv_head_waits) count as the one stage they
+// replace: named "<its name>.kv<g>", they share its quota.
+TEST_CASE("tiny: with tickets, no block runs more than its share of a stage in a step, qkv stages a kv head too") {
+  BuildOptions heads_options;
+  heads_options.context = 64;
+  heads_options.attn_chunks = 3;
+  heads_options.kv_head_waits = true;
+  const Graph heads = build_decode_graph(tiny_model().weights, heads_options);
+  for (const Graph* g : {&tiny_model().graph, &heads}) {
+    std::map<std::string, uint32_t> stage_tasks;  // stage name -> tasks a step
+    std::vector<std::string> stage_of;
+    for (const SpTask& t : g->tasks) {
+      const std::string name = g->counter_names[t.signal_counter];
+      stage_of.push_back(name.substr(0, name.find(".kv")));
+      ++stage_tasks[stage_of.back()];
+    }
+    for (uint32_t workers : {1u, 7u, 132u}) {
+      CAPTURE(workers);
+      CudaExecutor ex(*g, tiny_model().weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, workers));
+      ex.set_tracing(true);
+      decode(ex, *g, kPrompt, 3, {});
+      REQUIRE(ex.trace().size() == (kPrompt.size() - 1 + 3) * g->tasks.size());
+      std::map<std::tuple<uint32_t, std::string, uint32_t>, uint32_t> taken;  // (step, stage, SM) -> tasks
+      for (const TaskTrace& t : ex.trace()) ++taken[{t.step, stage_of[t.task], t.worker}];
+      for (const auto& [key, tasks] : taken) {
+        CAPTURE(std::get<1>(key));
+        CHECK(tasks <= (stage_tasks[std::get<1>(key)] + ex.workers() - 1) / ex.workers());
+      }
     }
   }
 }
 
-TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
+TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference, with a qkv stage a kv head too") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   BuildOptions b;
   b.context = 128;
@@ -270,6 +281,15 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference") {
     }
   check_same(run_decode(g, w, cuda_options(CudaMode::PerOp), prompt, 3), expect);
   check_same(run_decode(g, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
+  b.kv_head_waits = true;  // a schedule: the same bits
+  const Graph heads = build_decode_graph(w, b);
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t n : {7u, 132u}) {
+      CAPTURE(schedule_kind_name(schedule));
+      CAPTURE(n);
+      check_same(run_decode(heads, w, cuda_options(CudaMode::Megakernel, schedule, n), prompt, 3), expect);
+    }
+  check_same(run_decode(heads, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
 }
 
 // Every mode: the megakernel's two-hop build runs these graphs (both schedules, every task's

@@ -3,6 +3,7 @@
 // same way whichever task holds it.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <random>
 
 #include "host/executor.h"
@@ -12,12 +13,13 @@ using namespace spindle;
 
 namespace {
 
-Graph tiny_graph(uint32_t stage_tasks, uint32_t rows_per_tile = 0) {
+Graph tiny_graph(uint32_t stage_tasks, uint32_t rows_per_tile = 0, bool kv_head_waits = false) {
   BuildOptions o;
   o.context = 64;
   o.attn_chunks = 3;
   o.stage_tasks = stage_tasks;
   o.rows_per_tile = rows_per_tile;
+  o.kv_head_waits = kv_head_waits;
   return build_decode_graph(tiny_model().weights, o);
 }
 
@@ -89,4 +91,60 @@ TEST_CASE("the tokens and logits do not depend on how the stages are split") {
     check_same(run_decode(g, tiny_model().weights, opt, prompt, 6), expect);
   }
   check_same(run_decode(tiny_graph(kDefaultStageTasks, 24), tiny_model().weights, opt, prompt, 6), expect);
+}
+
+TEST_CASE("kv_head_waits: each kv head's q, k and v rows are a stage, and its attention tasks wait for that stage alone") {
+  const ModelConfig& c = tiny_model().weights.config;
+  const uint32_t D = c.head_dim, group = c.n_heads / c.n_kv_heads, chunks = 3;
+  for (uint32_t stage_tasks : {1u, 5u, 132u}) {
+    CAPTURE(stage_tasks);
+    const Graph g = tiny_graph(stage_tasks, 0, true);
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      const std::string L = "model.layers." + std::to_string(l) + ".self_attn.";
+      for (uint32_t kv = 0; kv < c.n_kv_heads; ++kv) {
+        CAPTURE(kv);
+        const std::string stage = "L" + std::to_string(l) + ".qkv.kv" + std::to_string(kv);
+        // The rows each of q, k and v gives the stage: kv's q heads' and its own k and v rows.
+        std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> rows;
+        uint32_t counter = SP_NO_COUNTER;
+        for (const SpTask& t : g.tasks)
+          if (g.counter_names[t.signal_counter] == stage) {
+            rows[g.view_names[t.operand[0]]].push_back({t.tile_begin, t.tile_end});
+            counter = t.signal_counter;
+          }
+        REQUIRE(counter != SP_NO_COUNTER);
+        const std::pair<std::string, std::pair<uint32_t, uint32_t>> want[] = {
+            {L + "q_proj.weight", {kv * group * D, (kv + 1) * group * D}},
+            {L + "k_proj.weight", {kv * D, (kv + 1) * D}},
+            {L + "v_proj.weight", {kv * D, (kv + 1) * D}}};
+        CHECK(rows.size() == 3);
+        for (const auto& [name, range] : want) {
+          CAPTURE(name);
+          uint32_t at = range.first;
+          for (const auto& [b, e] : rows[name]) {
+            CHECK(b == at);
+            at = e;
+          }
+          CHECK(at == range.second);
+        }
+        uint32_t attention = 0;
+        for (const SpTask& t : g.tasks)
+          if (t.op == SP_OP_ATTENTION && t.layer == l && t.tile_begin / chunks == kv) {
+            CHECK(t.wait_counter == counter);
+            ++attention;
+          }
+        CHECK(attention == chunks);
+      }
+    }
+  }
+}
+
+TEST_CASE("kv_head_waits changes no bit, on either CPU executor and schedule") {
+  const std::vector<uint32_t> prompt{3, 1, 4, 1, 5};
+  const ExecutorOptions sequential{ExecutorKind::Sequential};
+  const Decoded expect = run_decode(tiny_graph(kDefaultStageTasks), tiny_model().weights, sequential, prompt, 6);
+  const Graph g = tiny_graph(kDefaultStageTasks, 0, true);
+  check_same(run_decode(g, tiny_model().weights, sequential, prompt, 6), expect);
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    check_same(run_decode(g, tiny_model().weights, {ExecutorKind::Threaded, 3, schedule}, prompt, 6), expect);
 }

@@ -3,7 +3,9 @@
 // stage's tasks prefetch, against the rows of the stage `distance` stages later.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "executors_fixture.h"
@@ -76,6 +78,33 @@ TEST_CASE("each stage prefetches exactly the weights of the stage `distance` lat
       }
       CHECK(with_weights > stages.size() / 2);  // the check above saw real ranges
     }
+  }
+}
+
+TEST_CASE("a layer's qkv stages a kv head prefetch and are prefetched as the one stage they replace") {
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  const Graph& plain = tiny_model().graph;
+  o.kv_head_waits = true;
+  const Graph heads = build_decode_graph(tiny_model().weights, o);
+  // Per stage of the plain graph, the granules prefetched by its tasks, or by those of the kv
+  // heads' stages that replace it (named "<its name>.kv<g>").
+  const auto by_stage = [](const Graph& g, const std::vector<cuda::L2Prefetch>& plan) {
+    std::map<std::string, Granules> out;
+    for (const cuda::Stage& st : cuda::graph_stages(g)) {
+      std::string name = g.counter_names[g.tasks[st.first_task].signal_counter];
+      name = name.substr(0, name.find(".kv"));
+      out[name].merge(prefetched_by(g, st, plan));
+    }
+    return out;
+  };
+  for (uint32_t distance : {1u, 2u, 3u}) {
+    CAPTURE(distance);
+    const auto want = by_stage(plain, cuda::plan_l2_prefetch(plain, cuda::graph_stages(plain), distance, 1u << 30));
+    const auto got = by_stage(heads, cuda::plan_l2_prefetch(heads, cuda::graph_stages(heads), distance, 1u << 30));
+    CHECK(cuda::graph_stages(heads).size() == cuda::graph_stages(plain).size() + 2);  // tiny: 2 layers, 2 kv heads
+    CHECK(got == want);
   }
 }
 

@@ -72,7 +72,8 @@ void add_graph_commands(CLI::App& app) {
       ->excludes("--attn-chunks")
       ->excludes("--o-proj-split")
       ->excludes("--down-split")
-      ->excludes("--fused-mlp");
+      ->excludes("--fused-mlp")
+      ->excludes("--kv-head-waits");
   dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout");
   dump_cmd->callback([d] { dump(*d); });
 

@@ -69,6 +69,9 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
          "down stages")
       ->type_name("PIECES[/GANG]")
       ->excludes("--down-split");
+  cmd.add_flag("--kv-head-waits", build.kv_head_waits,
+               "each layer's q, k and v rows as one stage a kv head, so that the head's attention tasks wait for "
+               "its own rows alone instead of the whole projection; a schedule, so the tokens' bits do not change");
 }
 
 GemvSplit parse_split(const std::string& text, const std::string& option) {

@@ -21,7 +21,8 @@ void add_model_option(CLI::App& cmd, std::string& model);
 void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
 
 // --rows-per-tile, --stage-tasks, --attn-chunks: how the graph splits its stages into tasks;
-// --o-proj-split, --down-split: how o_proj's and down's dots are summed.
+// --o-proj-split, --down-split: how o_proj's and down's dots are summed; --fused-mlp;
+// --kv-head-waits.
 void add_tiling_options(CLI::App& cmd, BuildOptions& build);
 
 // "S" or "S/G" (numbers up to 65535) → {S, G}, G = 0 when omitted. Throws CLI::ValidationError
