@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tasks/error.h"
+#include "tasks/gemv_piece.h"
 
 namespace spindle {
 namespace {
@@ -54,6 +55,15 @@ class Builder {
     const SpView v = g_.views[view];
     return add_view(name, v.arena, SpDtype(v.dtype),
                     sp_view_offset(v) + uint64_t(c0) * sp_dtype_bytes(v.dtype), 1, cols);
+  }
+  // Columns [c0, c0+cols) of every row of a matrix view, as a view of its own (the same row
+  // stride).
+  uint32_t columns(uint32_t view, const std::string& name, uint32_t c0, uint32_t cols) {
+    const SpView v = g_.views[view];
+    const uint32_t id = add_view(name, v.arena, SpDtype(v.dtype),
+                                 sp_view_offset(v) + uint64_t(c0) * sp_dtype_bytes(v.dtype), v.rows, cols);
+    g_.views[id].row_stride = v.row_stride;
+    return id;
   }
   uint32_t weight(const std::string& name, std::vector<uint64_t> shape) {
     const TensorRef& t = w_.get(name, shape);
@@ -183,6 +193,13 @@ Graph Builder::build() {
   const uint32_t mlp_partials =
       mlp.pieces > 1 ? alloc("mlp_partials", SP_ARENA_WORK, SP_F32, mlp.pieces + mlp.pieces / mlp.group, H) : 0;
   const uint32_t mlp_arrivals = mlp.pieces > 1 ? alloc("mlp_arrivals", SP_ARENA_WORK, SP_U32, 1, mlp.group) : 0;
+  // o_proj as pieces a kv head (BuildOptions::kv_head_waits with an o_proj split a kv head).
+  const uint32_t o_split_word = gemv_split_word(opt_.o_proj_split.pieces, opt_.o_proj_split.group);
+  const bool o_pieces = opt_.kv_head_waits && gemv_split(o_split_word).pieces == Hkv;
+  const uint32_t o_piece_rows =
+      opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(H, std::max(1u, opt_.stage_tasks / Hkv));
+  const uint32_t o_partials = o_pieces ? alloc("o_proj_partials", SP_ARENA_WORK, SP_F32, Hkv, H) : 0;
+  const uint32_t o_arrivals = o_pieces ? alloc("o_proj_arrivals", SP_ARENA_WORK, SP_U32, 1, ceil_div(H, o_piece_rows)) : 0;
   g_.io.logits = alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
   const uint32_t rope = alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim);
 
@@ -224,14 +241,32 @@ Graph Builder::build() {
       s_qkv.push_back(st);
     }
 
-    // One task per (kv head, chunk): q/k norms, RoPE, the KV append, attention and the merge.
-    Stage s_attn = begin_stage(tag + "attention");
-    for (uint32_t t = 0; t < Hkv * chunks; ++t)
-      add_task(s_attn, s_qkv[opt_.kv_head_waits ? t / chunks : 0], SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
-               {qkv, qn, kn, kv_cache, rope, partials, attn_out, arrivals});
+    // One task per (kv head, chunk): q/k norms, RoPE, the KV append, attention and the merge;
+    // one stage, or with o_proj in pieces a kv head one a kv head.
+    std::vector<Stage> s_attn;
+    for (uint32_t g = 0; g < Hkv; ++g) {
+      if (g == 0 || o_pieces) s_attn.push_back(begin_stage(tag + "attention" + (o_pieces ? ".kv" + std::to_string(g) : "")));
+      for (uint32_t t = g * chunks; t < (g + 1) * chunks; ++t)
+        add_task(s_attn.back(), s_qkv[opt_.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
+                 {qkv, qn, kn, kv_cache, rope, partials, attn_out, arrivals});
+    }
 
+    // o_proj: rows of whole dots, or pieces a kv head g over g's columns waiting for g's attention.
     Stage s_o = begin_stage(tag + "o_proj");
-    gemv(s_o, s_attn, l, wo, 0, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
+    if (o_pieces) {
+      const uint32_t P = Hq * D / Hkv;
+      for (uint32_t g = 0; g < Hkv; ++g) {
+        const std::string kv = ".kv" + std::to_string(g);
+        const uint32_t w_g = columns(wo, L + "self_attn.o_proj.weight" + kv, g * P, P);
+        const uint32_t x_g = slice(attn_out, "attn_out" + kv, g * P, P);
+        split(0, H, o_piece_rows, [&](uint32_t r0, uint32_t r1) {
+          add_task(s_o, s_attn[g], SP_WAIT_SAME_STEP, SP_OP_GEMV_PIECE, l, r0, r1,
+                   {w_g, x_g, h, h, o_partials, o_arrivals, gemv_piece_word(g, r0 / o_piece_rows), o_split_word});
+        });
+      }
+    } else {
+      gemv(s_o, s_attn[0], l, wo, 0, H, rows_per_task(H), attn_out, SP_NO_VIEW, h, h, opt_.o_proj_split);
+    }
 
     if (mlp.pieces > 1) {
       Stage s_mlp = begin_stage(tag + "mlp");

@@ -30,8 +30,9 @@ struct BuildOptions {
   // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
   GemvSplit fused_mlp{};
   // Each layer's q, k and v rows as one stage a kv head, the attention tasks of kv head g
-  // waiting for g's stage alone instead of the whole projection: a schedule, not numerics (the
-  // same bits as one stage).
+  // waiting for g's stage alone instead of the whole projection; and, when o_proj_split has one
+  // piece a kv head, o_proj as pieces (tasks/opcodes.h SP_OP_GEMV_PIECE) whose piece g waits
+  // for g's attention tasks alone. A schedule, not numerics: the bits of the graph without it.
   bool kv_head_waits = false;
 };
 

@@ -16,6 +16,7 @@
 #include "ops/qk_norm_rope.h"
 #include "shaders/spirv.h"
 #include "tasks/counters.h"
+#include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 #include "tasks/mlp_shape.h"
 #include "tasks/error.h"
@@ -68,15 +69,18 @@ void check_supported(const Graph& g) {
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
     if (t.op == SP_OP_MLP)
       if (const char* problem = mlp_problem(t, g.views.data())) unsupported(i, t, problem);
+    if (t.op == SP_OP_GEMV_PIECE)
+      if (const char* problem = gemv_piece_problem(t, g.views.data())) unsupported(i, t, problem);
   }
 }
 
-// Shared 16-byte vectors the graph's tiles need: a projection's staged input (8 bf16 each), an
-// MLP's staged input and activations, or an attention warp's normed head (one element a word).
+// Shared 16-byte vectors the graph's tiles need: a projection's or a GEMV piece's staged input
+// (8 bf16 each), an MLP's staged input and activations, or an attention warp's normed head (one
+// element a word).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
   for (const SpTask& t : g.tasks) {
-    if (sp_projection_matrices(t.op)) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
+    if (sp_projection_matrices(t.op) || t.op == SP_OP_GEMV_PIECE) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
     // MLP: the normalised hidden state's octets, then a member's activations' (op_mlp.glsl)
     if (t.op == SP_OP_MLP) vecs = std::max(vecs, (g.views[t.operand[2]].rows + 7) / 8 + (t.tile_end - t.tile_begin) / 8);
   }

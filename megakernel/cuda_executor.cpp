@@ -23,6 +23,7 @@
 #include "ops/attention.h"
 #include "tasks/counters.h"
 #include "tasks/gang.h"
+#include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 #include "tasks/mlp_shape.h"
 #include "tasks/operands.h"
@@ -82,16 +83,18 @@ void check_supported(const Graph& g) {
     }
     if (t.op == SP_OP_MLP)
       if (const char* problem = mlp_problem(t, g.views.data())) unsupported(i, t, problem);
+    if (t.op == SP_OP_GEMV_PIECE)
+      if (const char* problem = gemv_piece_problem(t, g.views.data())) unsupported(i, t, problem);
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
   }
 }
 
 
-// Whether the graph needs the persistent kernel's two-hop build (megakernel.h): split GEMV dots
-// or MLP gangs.
+// Whether the graph needs the persistent kernel's two-hop build (megakernel.h): split GEMV dots,
+// GEMV pieces or MLP gangs.
 bool needs_two_hop(const Graph& g) {
   return std::any_of(g.tasks.begin(), g.tasks.end(), [](const SpTask& t) {
-    return t.op == SP_OP_MLP || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
+    return t.op == SP_OP_MLP || t.op == SP_OP_GEMV_PIECE || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
   });
 }
 

@@ -16,7 +16,7 @@ namespace spindle::cuda {
 // Which tiles a kernel is built with: the persistent kernel's plain build, without the tiles of
 // the two-hop layer (docs/two-hop-layer.md): split GEMV dots (tile_projection.cuh run_gemv says
 // why a build without them matters) and MLP gang tasks, whose members run at once with a gang
-// barrier and whole without; its two-hop build, with them; and the per-op kernels, with them,
+// barrier and whole without, and GEMV pieces; its two-hop build, with them; and the per-op kernels, with them,
 // whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
 enum class TileBuild { kPlain, kTwoHop, kPerOp };
 
@@ -36,6 +36,9 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
     case SP_OP_MLP:
       if constexpr (kBuild != TileBuild::kPlain) return run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
+      return;
+    case SP_OP_GEMV_PIECE:
+      if constexpr (kBuild != TileBuild::kPlain) return run_gemv_piece(t, c, smem);
   }
 }
 

@@ -9,7 +9,8 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
   const SpGraphParams& p = g.params;
   switch (t.op) {
     case SP_OP_GEMV:
-    case SP_OP_GATE_UP: return projection_smem_bytes(g.views[t.operand[0]].cols);
+    case SP_OP_GATE_UP:
+    case SP_OP_GEMV_PIECE: return projection_smem_bytes(g.views[t.operand[0]].cols);
     case SP_OP_ATTENTION:
       return attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
                              p.attn_chunks, g.views[t.operand[5]].row_stride);

@@ -9,7 +9,8 @@ std::vector<WeightSpan> task_weight_spans(const Graph& g, const SpTask& t) {
   std::vector<WeightSpan> spans;
   if (t.tile_end <= t.tile_begin) return spans;
   const uint32_t rows = t.tile_end - t.tile_begin;
-  const uint32_t matrices = t.op == SP_OP_MLP ? 2u : sp_projection_matrices(t.op);
+  // A piece's rows are its columns of whole rows: the L2 prefetch fetches the rows whole.
+  const uint32_t matrices = t.op == SP_OP_MLP ? 2u : t.op == SP_OP_GEMV_PIECE ? 1u : sp_projection_matrices(t.op);
   for (uint32_t m = 0; m < matrices; ++m) {
     const SpView& W = g.views[t.operand[m]];
     const uint64_t first = sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u;

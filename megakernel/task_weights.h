@@ -13,7 +13,8 @@ struct WeightSpan {
   uint64_t begin, end;  // bytes of the arena
 };
 
-// A projection's rows of each matrix (from the first row's start to the last row's end); an MLP
+// A projection's rows of each matrix (from the first row's start to the last row's end; for a
+// GEMV piece, whose rows are some of the matrix's columns, every column between); an MLP
 // member's gate and up rows and its block of the down weight, which the persistent kernel holds
 // piece-major (repack_down.h). None for other tasks.
 std::vector<WeightSpan> task_weight_spans(const Graph& g, const SpTask& t);

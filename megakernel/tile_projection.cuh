@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "megakernel/block_arrival.cuh"
 #include "megakernel/bulk_copy.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/tile_extras.cuh"
@@ -14,6 +15,7 @@
 #include "ops/context.h"
 #include "ops/gemv.h"
 #include "ops/norm.h"
+#include "tasks/gemv_piece.h"
 #include "tasks/opcodes.h"
 #include "tasks/view.h"
 
@@ -297,6 +299,36 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
     finish_gemv_rows<R>(o, r0, stride, dots, best);
   });
   finish_gemv(t, c, smem, flags, best);
+}
+
+// A GEMV piece task (tasks/opcodes.h SP_OP_GEMV_PIECE, ops/gemv.h gemv_piece_rows): each warp's
+// rows' dots over the piece's columns, read from global memory (a piece's rows are not one
+// span, so nothing is preloaded), into the piece's partial row; the last piece of these rows to
+// count in sums every piece's dots and stores the rows, a thread a row.
+__device__ inline void run_gemv_piece(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  const SpView& W = c.views[t.operand[0]];
+  const GemvPiece piece = gemv_piece(t);  // checked on the host (cuda_executor.cpp)
+  const uint32_t stride = warps_per_block();
+  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), W.cols, nullptr, *c.params, smem, nullptr);
+  const bf16* first = view_data<const bf16>(c, t.operand[0]);
+  float* partials = view_data<float>(c, t.operand[4]);
+  const size_t ps = c.views[t.operand[4]].row_stride;
+  for_row_groups<kGemvGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
+    const bf16* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = first + size_t(r0 + i * stride) * W.row_stride;
+    float dots[R];
+    warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, W.cols, dots);
+    if (lane_id() == 0)
+      for (int i = 0; i < R; ++i) partials[piece.index * ps + r0 + i * stride] = dots[i];
+  });
+  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[piece.word], piece.split.pieces)) return;
+  bf16* out = view_data<bf16>(c, t.operand[2]);
+  const bf16* residual = t.operand[3] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[3]);
+  for (uint32_t r = t.tile_begin + threadIdx.x; r < t.tile_end; r += blockDim.x) {
+    bf16 y = to_bf16(split_sum<float>(piece.split, [&](uint32_t j) { return load_data(partials + j * ps + r); }));
+    if (residual) y = to_bf16(widen<float>(load_bf16<Src::Data>(residual + r)) + widen<float>(y));
+    out[r] = y;
+  }
 }
 
 __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "ops/acc.h"
+#include "ops/arrivals.h"
 #include "ops/argmax.h"
 #include "ops/dot.h"
 #include "ops/norm.h"
 #include "ops/pmath.h"
+#include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 
 namespace spindle {
@@ -23,25 +25,48 @@ inline Acc row_dot(const bf16* w_row, const Acc* n, uint32_t K) {
 }
 
 // Ŵ_r · n̂ split: with P = K / pieces, piece j's dot d_j is the canonical dot over columns
-// [jP, jP + P) (its lanes counted from the piece's first column); group k sums d_kG, d_kG+1, …
-// from its first term in increasing j, and the groups' sums add the same way in increasing k.
-// So a gang of `group` blocks, each holding one piece's columns, sums its pieces, and the next
-// stage sums the gangs (docs/two-hop-layer.md).
-template <class Acc>
-inline Acc split_row_dot(const bf16* w_row, const Acc* n, uint32_t K, GemvSplit s) {
-  if (s.pieces < 2) return row_dot(w_row, n, K);
-  const uint32_t P = K / s.pieces;
+// [jP, jP + P) (its lanes counted from the piece's first column); split_sum adds them: group k
+// sums d_kG, d_kG+1, … from its first term in increasing j, and the groups' sums add the same
+// way in increasing k. So a gang of `group` blocks, each holding one piece's columns, sums its
+// pieces, and the next stage sums the gangs (docs/two-hop-layer.md).
+template <class Acc, class Piece>
+SP_HDI Acc split_sum(GemvSplit s, Piece d) {
   Acc y{};
   for (uint32_t k = 0; k < s.pieces / s.group; ++k) {
     Acc sum{};
     for (uint32_t m = 0; m < s.group; ++m) {
-      const uint32_t j = k * s.group + m;
-      const Acc d = row_dot(w_row + j * P, n + j * P, P);
-      sum = m == 0 ? d : sum + d;
+      const Acc v = d(k * s.group + m);
+      sum = m == 0 ? v : sum + v;
     }
     y = k == 0 ? sum : y + sum;
   }
   return y;
+}
+
+template <class Acc>
+inline Acc split_row_dot(const bf16* w_row, const Acc* n, uint32_t K, GemvSplit s) {
+  if (s.pieces < 2) return row_dot(w_row, n, K);
+  const uint32_t P = K / s.pieces;
+  return split_sum<Acc>(s, [&](uint32_t j) { return row_dot(w_row + j * P, n + j * P, P); });
+}
+
+// Piece `p.index` of a split GEMV (opcodes.h SP_OP_GEMV_PIECE) over rows [r0, r1): W and x
+// are the piece's columns and slice (P of them), its dots go to partial row p.index (f32, as a
+// piece's dot is in fp32), and the last piece of these rows to arrive sums the pieces' rows
+// (split_sum) into out: r(res + r(y)) with a residual (it may alias out), else r(y).
+template <class Acc>
+void gemv_piece_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t P, uint32_t r0, uint32_t r1,
+                     float* partials, size_t partial_stride, const GemvPiece& p, uint32_t& arrivals, bf16* out,
+                     const bf16* residual) {
+  const std::vector<Acc> n = projection_input<Acc>(x, P, NormSpec{});
+  float* mine = partials + p.index * partial_stride;
+  for (uint32_t r = r0; r < r1; ++r) mine[r] = float(row_dot(W + r * row_stride, n.data(), P));
+  if (!arrive_last(arrivals, p.split.pieces)) return;
+  for (uint32_t r = r0; r < r1; ++r) {
+    bf16 y = to_bf16(split_sum<Acc>(p.split, [&](uint32_t j) { return Acc(partials[j * partial_stride + r]); }));
+    if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
+    out[r] = y;
+  }
 }
 
 // r( r(silu(g)) · u ), g and u already rounded.

@@ -76,6 +76,16 @@ void run_gemv(const SpTask& t, const TileContext& c) {
 }
 
 template <class Acc>
+void run_gemv_piece(const SpTask& t, const TileContext& c) {
+  if (const char* problem = gemv_piece_problem(t, c.views)) throw_task_error(t, problem);
+  const SpView& W = operand_view(t, c, 0);
+  gemv_piece_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
+                       t.tile_begin, t.tile_end, operand_data<float>(t, c, 4), operand_view(t, c, 4).row_stride,
+                       gemv_piece(t), operand_data<uint32_t>(t, c, 5)[gemv_piece(t).word],
+                       operand_data<bf16>(t, c, 2), operand_data<const bf16>(t, c, 3));
+}
+
+template <class Acc>
 void run_gate_up(const SpTask& t, const TileContext& c) {
   const SpView& Wg = operand_view(t, c, 0);
   const NormSpec norm{operand_data<const bf16>(t, c, 3), c.params->norm_kind, c.params->rms_eps};
@@ -140,6 +150,7 @@ void run_task(const SpTask& t, const TileContext& c) {
     case SP_OP_ATTENTION: return run_attention<Acc>(t, c);
     case SP_OP_SAMPLE: return run_sample<Acc>(t, c);
     case SP_OP_MLP: return run_mlp<Acc>(t, c);
+    case SP_OP_GEMV_PIECE: return run_gemv_piece<Acc>(t, c);
     default: throw Error("unknown opcode " + std::to_string(t.op));
   }
 }

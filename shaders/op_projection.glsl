@@ -187,6 +187,61 @@ uint cost_gemv(Task t) {
   return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + trips(trips(rows, warps()), DOT_ROWS) * dot + argmax;
 }
 
+// Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,
+// 5 arrivals, 6 piece | arrivals word << 16, 7 split. The piece's dots into its partial row, a
+// warp DOT_ROWS rows at a time as run_gemv; the last piece of these rows to count in sums every
+// piece's dots in split_dot_rows' order (ops/gemv.h split_sum) and stores the rows, an
+// invocation a row.
+void run_gemv_piece(Task t) {
+  const View W = load_view(t.operand[0]), partials = load_view(t.operand[4]);
+  const uint64_t residual = optional_view_address(t.operand[3]);
+  const uint P = W.cols, j = t.operand[6] & 0xFFFFu, pieces = t.operand[7] & 0xFFFFu;
+  const uint group = (t.operand[7] >> 16) == 0u ? pieces : t.operand[7] >> 16;
+  const bool vec = vec_readable(W.addr, W.stride, P);
+  stage_input(load_view(t.operand[1]).addr, 0ul, P);
+  Words p = Words(partials.addr);
+  for (uint g = 0u; g < trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); ++g) {
+    uint r[DOT_ROWS];
+    uint64_t rows[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
+      rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
+    }
+    float acc[DOT_ROWS];
+    lane_dot_rows(rows, 0u, P, vec, acc);
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      precise float d = warp_sum(acc[i]);
+      if (r[i] < t.tile_end && lane() == 0u) p.w[j * partials.stride + r[i]] = floatBitsToUint(d);
+    }
+  }
+  if (!arrived_last(load_view(t.operand[5]).addr, t.operand[6] >> 16, pieces)) return;
+  Halves dst = Halves(load_view(t.operand[2]).addr);
+  for (uint r = t.tile_begin + invocation(); r < t.tile_end; r += gl_WorkGroupSize.x) {
+    float y = 0.0, sum = 0.0;
+    for (uint k = 0u; k < pieces; ++k) {
+      precise float d = uintBitsToFloat(p.w[k * partials.stride + r]);
+      precise float in_group = sum + d;
+      sum = k % group == 0u ? d : in_group;
+      if (k % group + 1u == group) {
+        precise float total = y + sum;
+        y = k < group ? sum : total;
+      }
+    }
+    uint bits = f32_to_bf16(y);
+    if (residual != 0ul) {
+      precise float with_residual = bf16_to_f32(uint(Halves(residual).h[r])) + bf16_to_f32(bits);
+      bits = f32_to_bf16(with_residual);
+    }
+    dst.h[r] = uint16_t(bits);
+  }
+}
+
+uint cost_gemv_piece(Task t) {
+  const uint P = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
+  return cost_stage_input(false, P) + trips(trips(rows, warps()), DOT_ROWS) * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u) +
+         trips(rows, gl_WorkGroupSize.x) * max(t.operand[7] & 0xFFFFu, 1u);
+}
+
 // Operands: 0 Wg, 1 Wu, 2 x, 3 norm, 4 out. A warp reads its row of Wg and of Wu together.
 void run_gate_up(Task t) {
   const View Wg = load_view(t.operand[0]), Wu = load_view(t.operand[1]);

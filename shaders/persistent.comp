@@ -45,6 +45,7 @@ void run_task(Task t) {
     case SP_OP_ATTENTION: run_attention(t); break;
     case SP_OP_SAMPLE: run_sample(t); break;
     case SP_OP_MLP: run_mlp(t); break;
+    case SP_OP_GEMV_PIECE: run_gemv_piece(t); break;
   }
 }
 
@@ -57,6 +58,7 @@ uint task_cost(Task t) {
     case SP_OP_ATTENTION: return cost_attention(t);
     case SP_OP_SAMPLE: return cost_sample(t);
     case SP_OP_MLP: return cost_mlp(t);
+    case SP_OP_GEMV_PIECE: return cost_gemv_piece(t);
   }
   return 0u;
 }

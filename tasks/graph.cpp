@@ -6,6 +6,7 @@
 
 #include "tasks/error.h"
 #include "tasks/gang.h"
+#include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 #include "tasks/mlp_shape.h"
 #include "tasks/operands.h"
@@ -87,6 +88,10 @@ void check_task(const Graph& g, size_t i) {
       fail(task_label(g, i) + ": " + problem + " (operand 7 'split' asks for " +
            std::to_string(t.operand[7] & 0xFFFFu) + " pieces in groups of " + std::to_string(t.operand[7] >> 16) +
            "; the rows have " + std::to_string(g.views[t.operand[0]].cols) + " columns)");
+  if (t.op == SP_OP_GEMV_PIECE)
+    if (const char* problem = gemv_piece_problem(t, g.views.data()))
+      fail(task_label(g, i) + ": " + problem + " (rows " + std::to_string(t.tile_begin) + ".." +
+           std::to_string(t.tile_end) + ", piece " + std::to_string(t.operand[6] & 0xFFFFu) + ")");
   if (t.op == SP_OP_MLP) {
     if (const char* problem = mlp_problem(t, g.views.data()))
       fail(task_label(g, i) + ": " + problem + " (columns " + std::to_string(t.tile_begin) + ".." +

@@ -50,7 +50,19 @@ enum SpOpcode : uint32_t {
   //   3 hidden [H] bf16: the input, and in place the output r(hidden + r(down · act))
   //   4 norm weight [H] bf16   5 partials [pieces + gangs, H] f32   6 arrivals [w] u32, zero between steps
   SP_OP_MLP = 6,
-  SP_OP_COUNT_ = 7
+  // Piece j of a GEMV split into S pieces in groups of G (GEMV operand 7, ops/gemv.h
+  // split_row_dot), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
+  // columns (W's view is those columns alone, x's the piece's slice) into partial row j; the
+  // last of the S pieces to finish these rows (counted in their arrivals word, which it resets
+  // to 0) sums the pieces' dots as split_row_dot does and writes out = r(res + r(y)), or r(y):
+  // bit for bit the split GEMV's rows. What lets o_proj's piece of kv head g wait for g's
+  // attention alone (docs/two-hop-layer.md). Tiles: output rows, the same for every piece.
+  //   0 W [rows, K/S] bf16 (row stride K)   1 x [K/S] bf16   2 out [rows] bf16
+  //   3 residual [rows] bf16 or SP_NO_VIEW: may alias out   4 partials [S, rows] f32
+  //   5 arrivals [words] u32, zero between steps   6 imm: bits 0..15 the piece j, bits 16..31
+  //   the rows' arrivals word   7 imm split, as GEMV's (S >= 2)
+  SP_OP_GEMV_PIECE = 7,
+  SP_OP_COUNT_ = 8
 };
 
 #ifdef __cplusplus
@@ -71,6 +83,7 @@ inline const char* sp_opcode_name(uint32_t op) {
     case SP_OP_ATTENTION: return "attention";
     case SP_OP_SAMPLE: return "sample";
     case SP_OP_MLP: return "mlp";
+    case SP_OP_GEMV_PIECE: return "gemv_piece";
     default: return nullptr;
   }
 }

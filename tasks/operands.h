@@ -49,6 +49,9 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
     case SP_OP_MLP:
       return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden"}, {K::View, "norm"},
                {K::View, "partials"}, {K::View, "arrivals"}}};
+    case SP_OP_GEMV_PIECE:
+      return {{{K::View, "W"}, {K::View, "x"}, {K::View, "out"}, {K::OptionalView, "residual"},
+               {K::View, "partials"}, {K::View, "arrivals"}, {K::Immediate, "piece"}, {K::Split, "split"}}};
     default:
       return {};
   }

@@ -144,7 +144,7 @@ TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --do
                       {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
 }
 
-TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its attention tasks wait on") {
+TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its attention tasks wait on; o_proj's pieces too with a split a kv head") {
   const auto counters = [](const std::string& args) {
     const CliResult r = dump_tiny(args);
     REQUIRE(r.status == 0);
@@ -160,6 +160,10 @@ TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its
   CHECK(heads.at("L0.qkv.kv0") == std::set<std::string>{"attention"});
   CHECK(heads.at("L1.qkv.kv1") == std::set<std::string>{"attention"});
   CHECK(heads.size() == plain.size() + 2);  // tiny's two layers: one qkv counter becomes two each
+  // With o_proj split a kv head (tiny: 2), o_proj's pieces wait for their head's attention.
+  const auto pieces = counters("--kv-head-waits --o-proj-split 2");
+  CHECK(pieces.at("L0.attention.kv1") == std::set<std::string>{"gemv_piece"});
+  CHECK(pieces.at("L1.o_proj") == std::set<std::string>{"gate_up"});
 }
 
 TEST_CASE("graph save, graph dump and info build with the tiling options") {

@@ -313,10 +313,12 @@ void check_every_mode(const Graph& g, const ModelWeights& w, const std::vector<u
   }
 }
 
-TEST_CASE("tiny: o_proj and down split into pieces, every mode matches the sequential reference") {
+TEST_CASE("tiny: o_proj and down split into pieces, every mode matches the sequential reference; o_proj's pieces a kv head too") {
   const TinyModel& m = tiny_split_model();
   const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
   check_every_mode(m.graph, m.weights, kPrompt, kNewTokens, expect, {1, 132});
+  const TinyModel& pieces = tiny_head_pieces_model();
+  check_every_mode(pieces.graph, pieces.weights, kPrompt, kNewTokens, expect, {1, 7, 132});
 }
 
 // tiny's MLP stage has 16 tasks: from 16 blocks on, the megakernel runs each gang's 4 members at
@@ -328,7 +330,7 @@ TEST_CASE("tiny: the MLP as gangs, every mode and worker count, gives the down s
   check_every_mode(m.graph, m.weights, kPrompt, kNewTokens, expect, {1, 7, 66, 132});
 }
 
-TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums them: every mode matches, MLP gangs too") {
+TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums them: every mode matches, MLP gangs and o_proj pieces a kv head too") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   const Graph g = qwen06b_graph(w, TwoHop::Split);  // its split changes bits (executors_determinism.cpp)
   const std::vector<uint32_t> prompt = {9, 151000, 42};
@@ -336,6 +338,7 @@ TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums th
   check_every_mode(g, w, prompt, 3, expect_06b, {132});
   // 128 MLP tasks: 132 blocks run the gangs' members at once, 66 run them whole.
   check_every_mode(qwen06b_graph(w, TwoHop::FusedMlp), w, prompt, 3, expect_06b, {66, 132});
+  check_every_mode(qwen06b_graph(w, TwoHop::HeadPieces), w, prompt, 3, expect_06b, {132});
 }
 
 TEST_CASE("tiny: the megakernel's two-hop build runs 1 block an SM and says so when asked for 2") {

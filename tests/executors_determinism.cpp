@@ -43,6 +43,19 @@ TEST_CASE("with o_proj and down split, threaded matches the sequential reference
   }
 }
 
+TEST_CASE("with o_proj as pieces a kv head, sequential and threaded give the split's bits") {
+  const TinyModel& m = tiny_head_pieces_model();
+  const TinyModel& split = tiny_split_model();
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const Decoded expect = run_decode(split.graph, split.weights, {ExecutorKind::Sequential}, prompt, 12);
+  check_same(run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, prompt, 12), expect);
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t workers : {1u, 3u, 8u}) {
+      CAPTURE(workers);
+      check_same(run_decode(m.graph, m.weights, {ExecutorKind::Threaded, workers, schedule}, prompt, 12), expect);
+    }
+}
+
 TEST_CASE("with the MLP as gangs, sequential and threaded give the down split's bits") {
   const TinyModel& split = tiny_split_model();
   const TinyModel& fused = tiny_fused_mlp_model();
@@ -57,7 +70,7 @@ TEST_CASE("with the MLP as gangs, sequential and threaded give the down split's 
     }
 }
 
-TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits; threaded and the MLP gangs match it") {
+TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits; threaded, the MLP gangs and o_proj's pieces a kv head match it") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   const Graph plain = qwen06b_graph(w, TwoHop::Plain), split = qwen06b_graph(w, TwoHop::Split);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
@@ -66,9 +79,9 @@ TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits; threaded
   REQUIRE(a.logits.size() == b.logits.size());
   CHECK(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * 4) != 0);
   check_same(run_decode(split, w, {ExecutorKind::Threaded, 4, ScheduleKind::Ticket}, prompt, 3), b);
-  check_same(run_decode(qwen06b_graph(w, TwoHop::FusedMlp), w, {ExecutorKind::Threaded, 4, ScheduleKind::Ticket},
-                        prompt, 3),
-             b);
+  for (TwoHop two_hop : {TwoHop::FusedMlp, TwoHop::HeadPieces})
+    check_same(run_decode(qwen06b_graph(w, two_hop), w, {ExecutorKind::Threaded, 4, ScheduleKind::Ticket}, prompt, 3),
+               b);
 }
 
 TEST_CASE("a model whose LM head sums exact products to f32 subnormals: its logits are that, and threaded matches") {

@@ -19,9 +19,9 @@ struct TinyModel {
 };
 
 // tiny's graph at context 64 with 3 attention chunks, o_proj's and down's dots split as given,
-// and the MLP fused into gangs as given.
+// the MLP fused into gangs as given, and the stages a kv head as kv_head_waits says.
 inline TinyModel build_tiny(spindle::GemvSplit o_proj_split, spindle::GemvSplit down_split,
-                            spindle::GemvSplit fused_mlp = {}) {
+                            spindle::GemvSplit fused_mlp = {}, bool kv_head_waits = false) {
   TinyModel t{spindle::load_model("synthetic:tiny"), {}};
   spindle::BuildOptions o;
   o.context = 64;
@@ -29,6 +29,7 @@ inline TinyModel build_tiny(spindle::GemvSplit o_proj_split, spindle::GemvSplit 
   o.o_proj_split = o_proj_split;
   o.down_split = down_split;
   o.fused_mlp = fused_mlp;
+  o.kv_head_waits = kv_head_waits;
   t.graph = spindle::build_decode_graph(t.weights, o);
   return t;
 }
@@ -45,6 +46,12 @@ inline const TinyModel& tiny_split_model() {
   return m;
 }
 
+// tiny_split_model's numerics with o_proj as pieces a kv head (kv_head_waits).
+inline const TinyModel& tiny_head_pieces_model() {
+  static const TinyModel m = build_tiny({2, 0}, {16, 4}, {}, true);
+  return m;
+}
+
 // tiny_split_model's numerics with the MLP as gang tasks: 16 pieces in 4 gangs of 4.
 inline const TinyModel& tiny_fused_mlp_model() {
   static const TinyModel m = build_tiny({2, 0}, {}, {16, 4});
@@ -52,9 +59,10 @@ inline const TinyModel& tiny_fused_mlp_model() {
 }
 
 // How a qwen3-0.6b test graph sums o_proj and down: plainly; split as the two-hop layer sums
-// them (o_proj over its 8 kv heads; down over 128 pieces of 24 columns, in gangs of 16); or
-// that split with the MLP as gang tasks (the same bits).
-enum class TwoHop { Plain, Split, FusedMlp };
+// them (o_proj over its 8 kv heads; down over 128 pieces of 24 columns, in gangs of 16); that
+// split with the MLP as gang tasks; or that with kv_head_waits, o_proj as pieces a kv head, each
+// waiting for its kv head's attention alone (the same bits as the split).
+enum class TwoHop { Plain, Split, FusedMlp, HeadPieces };
 
 // qwen3-0.6b's graph at context 128 with 8 attention chunks, summed as `two_hop` says. tiny's
 // split changes no bf16 output (its few dots rarely sit at a rounding boundary); this one's
@@ -66,7 +74,8 @@ inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, TwoHop two_h
   o.attn_chunks = 8;
   if (two_hop != TwoHop::Plain) o.o_proj_split = {8, 0};
   if (two_hop == TwoHop::Split) o.down_split = {128, 16};
-  if (two_hop == TwoHop::FusedMlp) o.fused_mlp = {128, 16};
+  if (two_hop == TwoHop::FusedMlp || two_hop == TwoHop::HeadPieces) o.fused_mlp = {128, 16};
+  o.kv_head_waits = two_hop == TwoHop::HeadPieces;
   return spindle::build_decode_graph(w, o);
 }
 

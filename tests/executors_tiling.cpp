@@ -3,10 +3,12 @@
 // same way whichever task holds it.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <map>
 #include <random>
 
 #include "host/executor.h"
+#include "tasks/gemv_piece.h"
 #include "tests/executors_fixture.h"
 
 using namespace spindle;
@@ -147,4 +149,54 @@ TEST_CASE("kv_head_waits changes no bit, on either CPU executor and schedule") {
   check_same(run_decode(g, tiny_model().weights, sequential, prompt, 6), expect);
   for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
     check_same(run_decode(g, tiny_model().weights, {ExecutorKind::Threaded, 3, schedule}, prompt, 6), expect);
+}
+
+TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits for g's attention alone") {
+  const Graph& g = tiny_head_pieces_model().graph;
+  const ModelConfig& c = tiny_model().weights.config;
+  const uint32_t P = c.n_heads * c.head_dim / c.n_kv_heads;
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    std::map<uint32_t, uint32_t> rows_of_piece;  // piece -> rows it covers
+    for (const SpTask& t : g.tasks) {
+      if (t.layer != l || t.op != SP_OP_GEMV_PIECE) continue;
+      const GemvPiece piece = gemv_piece(t);
+      CAPTURE(piece.index);
+      CHECK(g.counter_names[t.wait_counter] == "L" + std::to_string(l) + ".attention.kv" + std::to_string(piece.index));
+      CHECK(g.counter_names[t.signal_counter] == "L" + std::to_string(l) + ".o_proj");
+      const std::string kv = ".kv" + std::to_string(piece.index);
+      CHECK(g.view_names[t.operand[0]] == "model.layers." + std::to_string(l) + ".self_attn.o_proj.weight" + kv);
+      CHECK(g.views[t.operand[0]].cols == P);
+      CHECK(g.views[t.operand[0]].row_stride == c.n_heads * c.head_dim);
+      CHECK(g.view_names[t.operand[1]] == "attn_out" + kv);
+      CHECK(piece.split.pieces == c.n_kv_heads);
+      rows_of_piece[piece.index] += t.tile_end - t.tile_begin;
+    }
+    CHECK(rows_of_piece.size() == c.n_kv_heads);
+    for (const auto& [piece, rows] : rows_of_piece) CHECK(rows == c.hidden);
+  }
+  // Without the split (or with another), kv_head_waits leaves o_proj whole rows.
+  for (const SpTask& t : tiny_graph(kDefaultStageTasks, 0, true).tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
+}
+
+TEST_CASE("validate() names a GEMV piece it cannot run") {
+  const Graph& good = tiny_head_pieces_model().graph;
+  size_t i = 0;
+  while (good.tasks[i].op != SP_OP_GEMV_PIECE) ++i;
+  const auto broken = [&](auto&& change) {
+    Graph g = good;
+    change(g.tasks[i]);
+    return error_of([&] { validate(g); });
+  };
+  const std::pair<std::string, std::function<void(SpTask&)>> cases[] = {
+      {"the piece is not one of the split's", [](SpTask& t) { t.operand[6] = gemv_piece_word(2, 0); }},
+      {"the split has fewer than 2 pieces", [](SpTask& t) { t.operand[7] = 0; }},
+      {"the arrivals word is past the arrivals view", [](SpTask& t) { t.operand[6] = gemv_piece_word(0, 999); }},
+      {"the partials are not f32 rows for every piece", [&](SpTask& t) { t.operand[4] = t.operand[2]; }},
+      {"the rows are past W's or out's", [](SpTask& t) { t.tile_end += 1000; }}};
+  for (const auto& [message, change] : cases) {
+    const std::string msg = broken(change);
+    CAPTURE(msg);
+    CHECK(msg.find("gemv_piece") != std::string::npos);
+    CHECK(msg.find(message) != std::string::npos);
+  }
 }

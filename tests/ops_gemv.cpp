@@ -1,6 +1,10 @@
 // GEMV and GATE_UP row tiles (ops/gemv.h) against Eigen references in double.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
 #include "ops/gemv.h"
 #include "tests/ops_reference.h"
 
@@ -113,6 +117,41 @@ TEST_CASE_TEMPLATE("gemv_rows: a split dot agrees with the reference as the plai
     agree.add({out.begin() + p.r0, out.begin() + p.r1}, to_std(p.projected(p.W)));
   }
   check_tile<Acc>(agree);
+}
+
+// GEMV pieces (opcodes.h SP_OP_GEMV_PIECE) must give the split GEMV's rows bit for bit, in
+// whatever order the pieces finish: each piece's view is its columns of W (row stride K) and its
+// slice of x, and the last to count in sums them.
+TEST_CASE("gemv_piece_rows: the pieces, finishing in any order, give the split GEMV's rows") {
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(3100 + seed);
+    const uint32_t pieces = random_in(rng, 2, 12), P = 8 * random_in(rng, 1, 40), K = pieces * P;
+    const uint32_t rows = random_in(rng, 1, 200), stride = K + 8 * random_in(rng, 0, 3);
+    const uint32_t r0 = random_in(rng, 0, rows - 1), r1 = random_in(rng, r0 + 1, rows);
+    std::vector<uint32_t> groups;
+    for (uint32_t g = 1; g <= pieces; ++g)
+      if (pieces % g == 0) groups.push_back(g);
+    const GemvSplit split{pieces, groups[random_in(rng, 0, uint32_t(groups.size() - 1))]};
+    const std::vector<bf16> W = random_bf16(rng, size_t(rows) * stride, 1.0 / std::sqrt(double(K)));
+    const std::vector<bf16> x = random_bf16(rng, K, 1.0), res = random_bf16(rng, rows, 2.0);
+    const bool with_residual = seed % 2 == 0;
+    CAPTURE(seed);
+    CAPTURE(split.pieces);
+    CAPTURE(split.group);
+    std::vector<bf16> expect = res, got = res;  // the residual aliases the output, as o_proj's does
+    gemv_rows<float>(W.data(), stride, x.data(), K, NormSpec{}, r0, r1, expect.data(),
+                     with_residual ? expect.data() : nullptr, nullptr, split);
+    std::vector<uint32_t> order(pieces);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<float> partials(size_t(pieces) * rows);
+    uint32_t arrivals = 0;
+    for (uint32_t j : order)
+      gemv_piece_rows<float>(W.data() + j * P, stride, x.data() + j * P, P, r0, r1, partials.data(), rows,
+                             GemvPiece{j, 0, split}, arrivals, got.data(), with_residual ? got.data() : nullptr);
+    CHECK(arrivals == 0);  // the last piece reset it for the next step
+    CHECK(std::memcmp(got.data(), expect.data(), rows * sizeof(bf16)) == 0);
+  }
 }
 
 TEST_CASE("split_row_dot: pieces from their own first column, summed in groups, then the groups") {

@@ -69,14 +69,14 @@ TEST_CASE("vulkan: a qkv stage a kv head (attention waiting per kv head) gives t
   }
 }
 
-TEST_CASE("vulkan: o_proj and down split into pieces, or the MLP as gangs, give the sequential split reference's tokens") {
+TEST_CASE("vulkan: o_proj and down split into pieces, the MLP as gangs, or o_proj as pieces a kv head give the sequential split reference's tokens") {
   const TinyModel& m = tiny_split_model();
   auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
   const Decoded expect = run_decode(*ref, m.graph, kPrompt, kNewTokens);
-  for (const TinyModel* run : {&m, &tiny_fused_mlp_model()})
+  for (const TinyModel* run : {&m, &tiny_fused_mlp_model(), &tiny_head_pieces_model()})
     for (uint32_t warps : {1u, 8u})
       for (uint32_t workers : {1u, 3u}) {
-        CAPTURE(run == &m ? "split" : "MLP gangs");
+        CAPTURE(run == &m ? "split" : run == &tiny_fused_mlp_model() ? "MLP gangs" : "o_proj pieces");
         CAPTURE(warps);
         CAPTURE(workers);
         VulkanExecutor ex(run->graph, run->weights, vulkan_options(workers, {warps, 0}));
@@ -86,7 +86,7 @@ TEST_CASE("vulkan: o_proj and down split into pieces, or the MLP as gangs, give 
 
 // tiny's split changes no output bit (executors_fixture.h), so only this test can tell a shader
 // that ignored the split; it needs a GPU (on lavapipe qwen3-0.6b runs past the loop limit).
-TEST_CASE("vulkan: qwen3-0.6b with o_proj and down split as the two-hop layer sums them, MLP gangs too, gives the reference's logits") {
+TEST_CASE("vulkan: qwen3-0.6b with o_proj and down split as the two-hop layer sums them, MLP gangs and o_proj pieces too, gives the reference's logits") {
   if (VulkanExecutor(tiny_model().graph, tiny_model().weights, vulkan_options(1)).describe().find("llvmpipe") !=
       std::string::npos)
     return;
@@ -94,7 +94,7 @@ TEST_CASE("vulkan: qwen3-0.6b with o_proj and down split as the two-hop layer su
   const Graph g = qwen06b_graph(w, TwoHop::Split);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
   const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
-  for (TwoHop two_hop : {TwoHop::Split, TwoHop::FusedMlp}) {
+  for (TwoHop two_hop : {TwoHop::Split, TwoHop::FusedMlp, TwoHop::HeadPieces}) {
     CAPTURE(int(two_hop));
     const Graph run = qwen06b_graph(w, two_hop);
     VulkanExecutor ex(run, w, vulkan_options(0));
