@@ -135,10 +135,20 @@ void split_dot_rows(uint64_t rows[DOT_ROWS], uint K, uint pieces, uint group, bo
   }
 }
 
+// Warp w takes a task's rows tile_begin + w + q * warps for q = 0, 1, ..., DOT_ROWS at a time:
+// the groups it takes, and group g's rows r with their addresses in W (a row past the task's
+// last reads the last row again, since lane_dot_rows reads every row, and is not written).
+uint warp_row_groups(Task t) { return trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); }
+
+void warp_rows(View W, Task t, uint g, out uint r[DOT_ROWS], out uint64_t rows[DOT_ROWS]) {
+  [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+    r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
+    rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
+  }
+}
+
 // Operands: 0 W, 1 x, 2 norm or none, 3 out, 4 residual or none, 5 flags, 6 argmax partials,
-// 7 split (pieces | group << 16; 0: none).
-// Warp w takes rows tile_begin + w + q * warps for q = 0, 1, ..., DOT_ROWS at a time; a row
-// past the task's last reads the last row again (lane_dot_rows reads every row) and is not written.
+// 7 split (pieces | group << 16; 0: none). A warp's rows as warp_rows gives them.
 void run_gemv(Task t) {
   const View W = load_view(t.operand[0]);
   const View dst = load_view(t.operand[3]);
@@ -149,13 +159,10 @@ void run_gemv(Task t) {
   stage_input(load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), K);
   float best_value = uintBitsToFloat(0x7fc00000u);  // lane 0's argmax of its warp's rows
   uint best_index = t.tile_begin;
-  for (uint g = 0u; g < trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); ++g) {
+  for (uint g = 0u; g < warp_row_groups(t); ++g) {
     uint r[DOT_ROWS];
     uint64_t rows[DOT_ROWS];
-    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
-      r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
-      rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
-    }
+    warp_rows(W, t, g, r, rows);
     float y[DOT_ROWS];
     if (pieces > 1u) {
       split_dot_rows(rows, K, pieces, group == 0u ? pieces : group, vec, y);
@@ -200,13 +207,10 @@ void run_gemv_piece(Task t) {
   const bool vec = vec_readable(W.addr, W.stride, P);
   stage_input(load_view(t.operand[1]).addr, 0ul, P);
   Words p = Words(partials.addr);
-  for (uint g = 0u; g < trips(trips(t.tile_end - t.tile_begin, warps()), DOT_ROWS); ++g) {
+  for (uint g = 0u; g < warp_row_groups(t); ++g) {
     uint r[DOT_ROWS];
     uint64_t rows[DOT_ROWS];
-    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
-      r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
-      rows[i] = row_address(W, min(r[i], t.tile_end - 1u), 2u);
-    }
+    warp_rows(W, t, g, r, rows);
     float acc[DOT_ROWS];
     lane_dot_rows(rows, 0u, P, vec, acc);
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {

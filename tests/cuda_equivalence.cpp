@@ -235,12 +235,7 @@ TEST_CASE("tiny: the trace holds one record per task and step") {
 // A layer's qkv stages a kv head (BuildOptions::kv_head_waits) count as the one stage they
 // replace: named "<its name>.kv<g>", they share its quota.
 TEST_CASE("tiny: with tickets, no block runs more than its share of a stage in a step, qkv stages a kv head too") {
-  BuildOptions heads_options;
-  heads_options.context = 64;
-  heads_options.attn_chunks = 3;
-  heads_options.kv_head_waits = true;
-  const Graph heads = build_decode_graph(tiny_model().weights, heads_options);
-  for (const Graph* g : {&tiny_model().graph, &heads}) {
+  for (const Graph* g : {&tiny_model().graph, &tiny_head_waits_model().graph}) {
     std::map<std::string, uint32_t> stage_tasks;  // stage name -> tasks a step
     std::vector<std::string> stage_of;
     for (const SpTask& t : g->tasks) {

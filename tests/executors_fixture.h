@@ -46,6 +46,12 @@ inline const TinyModel& tiny_split_model() {
   return m;
 }
 
+// tiny with its q, k and v rows a stage a kv head (kv_head_waits): the plain graph's bits.
+inline const TinyModel& tiny_head_waits_model() {
+  static const TinyModel m = build_tiny({}, {}, {}, true);
+  return m;
+}
+
 // tiny_split_model's numerics with o_proj as pieces a kv head (kv_head_waits).
 inline const TinyModel& tiny_head_pieces_model() {
   static const TinyModel m = build_tiny({2, 0}, {16, 4}, {}, true);

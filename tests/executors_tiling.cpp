@@ -145,7 +145,7 @@ TEST_CASE("kv_head_waits changes no bit, on either CPU executor and schedule") {
   const std::vector<uint32_t> prompt{3, 1, 4, 1, 5};
   const ExecutorOptions sequential{ExecutorKind::Sequential};
   const Decoded expect = run_decode(tiny_graph(kDefaultStageTasks), tiny_model().weights, sequential, prompt, 6);
-  const Graph g = tiny_graph(kDefaultStageTasks, 0, true);
+  const Graph& g = tiny_head_waits_model().graph;
   check_same(run_decode(g, tiny_model().weights, sequential, prompt, 6), expect);
   for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
     check_same(run_decode(g, tiny_model().weights, {ExecutorKind::Threaded, 3, schedule}, prompt, 6), expect);
@@ -175,7 +175,7 @@ TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits 
     for (const auto& [piece, rows] : rows_of_piece) CHECK(rows == c.hidden);
   }
   // Without the split (or with another), kv_head_waits leaves o_proj whole rows.
-  for (const SpTask& t : tiny_graph(kDefaultStageTasks, 0, true).tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
+  for (const SpTask& t : tiny_head_waits_model().graph.tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
 }
 
 TEST_CASE("validate() names a GEMV piece it cannot run") {

@@ -82,12 +82,8 @@ TEST_CASE("each stage prefetches exactly the weights of the stage `distance` lat
 }
 
 TEST_CASE("a layer's qkv stages a kv head prefetch and are prefetched as the one stage they replace") {
-  BuildOptions o;
-  o.context = 64;
-  o.attn_chunks = 3;
   const Graph& plain = tiny_model().graph;
-  o.kv_head_waits = true;
-  const Graph heads = build_decode_graph(tiny_model().weights, o);
+  const Graph& heads = tiny_head_waits_model().graph;
   // Per stage of the plain graph, the granules prefetched by its tasks, or by those of the kv
   // heads' stages that replace it (named "<its name>.kv<g>").
   const auto by_stage = [](const Graph& g, const std::vector<cuda::L2Prefetch>& plan) {

@@ -57,11 +57,7 @@ TEST_CASE("vulkan: tiny greedy decode equals the sequential reference for every 
 }
 
 TEST_CASE("vulkan: a qkv stage a kv head (attention waiting per kv head) gives the reference's tokens and logits") {
-  BuildOptions o;
-  o.context = 64;
-  o.attn_chunks = 3;
-  o.kv_head_waits = true;
-  const Graph g = build_decode_graph(tiny_model().weights, o);
+  const Graph& g = tiny_head_waits_model().graph;
   for (uint32_t workers : {1u, 3u, 8u}) {
     CAPTURE(workers);
     VulkanExecutor ex(g, tiny_model().weights, vulkan_options(workers, {2, 0}));
