@@ -98,9 +98,17 @@ TEST_CASE("the tokens and logits do not depend on how the stages are split") {
 TEST_CASE("kv_head_waits: each kv head's q, k and v rows are a stage, and its attention tasks wait for that stage alone") {
   const ModelConfig& c = tiny_model().weights.config;
   const uint32_t D = c.head_dim, group = c.n_heads / c.n_kv_heads, chunks = 3;
-  for (uint32_t stage_tasks : {1u, 5u, 132u}) {
+  // 6 and 7 stage tasks: 3 a kv head, which 24 rows (q 2 tasks, k and v 1 each) would overrun.
+  for (uint32_t stage_tasks : {1u, 5u, 6u, 7u, 132u}) {
     CAPTURE(stage_tasks);
     const Graph g = tiny_graph(stage_tasks, 0, true);
+    // No more tasks than one stage would have, unless a kv head's three matrices need more.
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      size_t qkv_tasks = 0;
+      for (const SpTask& t : g.tasks)
+        qkv_tasks += t.layer == l && g.counter_names[t.signal_counter].starts_with("L" + std::to_string(l) + ".qkv");
+      CHECK(qkv_tasks <= std::max(stage_tasks, 3 * c.n_kv_heads));
+    }
     for (uint32_t l = 0; l < c.n_layers; ++l) {
       const std::string L = "model.layers." + std::to_string(l) + ".self_attn.";
       for (uint32_t kv = 0; kv < c.n_kv_heads; ++kv) {
