@@ -104,8 +104,9 @@ class Builder {
   }
   // Rows per task of the stages a kv head of `heads` (kv_head_waits), each of qd q rows, kd k
   // rows and kd v rows: the fewest (a multiple of 8) whose tasks, each within one matrix, number
-  // at most stage_tasks / heads, so that the heads' stages together have no more tasks than the
-  // one stage would (qwen3-8b at 48 rows had 136 of 132 blocks' tasks: 8% slower).
+  // at most stage_tasks / heads, so that the heads' stages together have no more tasks than
+  // stage_tasks (qwen3-8b at 48 rows had 136 for 132 blocks: 8% slower); or qd rows, 3 tasks a
+  // head, when stage_tasks / heads is fewer.
   uint32_t head_rows_per_task(uint32_t qd, uint32_t kd, uint32_t heads) const {
     if (opt_.rows_per_tile) return opt_.rows_per_tile;
     const uint32_t most = std::max(1u, opt_.stage_tasks / heads);
@@ -206,7 +207,7 @@ Graph Builder::build() {
   const uint32_t mlp_arrivals = mlp.pieces > 1 ? alloc("mlp_arrivals", SP_ARENA_WORK, SP_U32, 1, mlp.group) : 0;
   // o_proj as pieces a kv head (BuildOptions::kv_head_waits with an o_proj split a kv head).
   const uint32_t o_split_word = gemv_split_word(opt_.o_proj_split.pieces, opt_.o_proj_split.group);
-  const bool o_pieces = opt_.kv_head_waits && gemv_split(o_split_word).pieces == Hkv;
+  const bool o_pieces = opt_.kv_head_waits && Hkv > 1 && gemv_split(o_split_word).pieces == Hkv;
   const uint32_t o_piece_rows =
       opt_.rows_per_tile ? opt_.rows_per_tile : rows_per_task_for(H, std::max(1u, opt_.stage_tasks / Hkv));
   const uint32_t o_partials = o_pieces ? alloc("o_proj_partials", SP_ARENA_WORK, SP_F32, Hkv, H) : 0;

@@ -32,7 +32,8 @@ struct BuildOptions {
   // Each layer's q, k and v rows as one stage a kv head, the attention tasks of kv head g
   // waiting for g's stage alone instead of the whole projection; and, when o_proj_split has one
   // piece a kv head, o_proj as pieces (tasks/opcodes.h SP_OP_GEMV_PIECE) whose piece g waits
-  // for g's attention tasks alone. A schedule, not numerics: the bits of the graph without it.
+  // for g's attention tasks alone. A schedule, not numerics: the bits of the graph without it
+  // (but for the fp64 executor, which rounds each piece's dot to f32: docs/numerics.md).
   bool kv_head_waits = false;
 };
 

@@ -106,7 +106,7 @@ struct DeviceGraph {
   const uint32_t* list_tasks;  // list_begin[b+1]) each step (task | kListSameSignal flag);
                                // nullptr for the ticket schedule
   const uint32_t* stage_first;  // ticket schedule: stage s is tasks stage_first[s] ..
-  uint32_t n_stages;            // stage_first[s+1] (graph_stages); else nullptr and 0
+  uint32_t n_stages;            // stage_first[s+1] (op_runs of graph_stages); else nullptr and 0
   uint32_t* gang_counters;      // persistent kernel, gangs' members at once: gang barrier words
                                 // (megakernel/gang_barrier.cuh) at each gang's rank-0 record;
                                 // nullptr: every gang runs whole (tasks/gang.h)

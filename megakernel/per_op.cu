@@ -3,6 +3,7 @@
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/run_device_task.cuh"
+#include "tasks/gang.h"
 
 namespace spindle::cuda {
 namespace {
@@ -44,7 +45,8 @@ std::vector<Stage> op_runs(const Graph& g, const std::vector<Stage>& stages) {
   for (const Stage& st : stages) {
     const SpTask& t = g.tasks[st.first_task];
     const SpTask* last = runs.empty() ? nullptr : &g.tasks[runs.back().first_task];
-    if (last && last->op == t.op && last->layer == t.layer) runs.back().tasks += st.tasks;
+    if (last && last->op == t.op && last->layer == t.layer && sp_gang_width(t) == 1 && sp_gang_width(*last) == 1)
+      runs.back().tasks += st.tasks;
     else runs.push_back(st);
   }
   return runs;

@@ -25,7 +25,8 @@ std::vector<Stage> graph_stages(const Graph& g);
 // `stages` (graph_stages) with each run of consecutive stages of one op and layer joined: a
 // layer's stages a kv head (BuildOptions::kv_head_waits) as its one stage. The units the
 // megakernel's tickets and L2 prefetch plan count, so that splitting a stage's counter changes
-// neither.
+// neither. Stages of gang tasks are never joined: a block's ticket quota of a joined run could
+// hand it two members of one gang, whose barrier would then wait for itself.
 std::vector<Stage> op_runs(const Graph& g, const std::vector<Stage>& stages);
 
 // Raises the stage kernel's shared-memory limit to `smem`.

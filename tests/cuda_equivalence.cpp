@@ -284,7 +284,7 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference, with 
       CAPTURE(n);
       check_same(run_decode(heads, w, cuda_options(CudaMode::Megakernel, schedule, n), prompt, 3), expect);
     }
-  check_same(run_decode(heads, w, cuda_options(CudaMode::Graph), prompt, 3), expect);
+  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) check_same(run_decode(heads, w, cuda_options(mode), prompt, 3), expect);
 }
 
 // Every mode: the megakernel's two-hop build runs these graphs (both schedules, every task's

@@ -10,6 +10,7 @@
 #include "host/executor.h"
 #include "tasks/gemv_piece.h"
 #include "tests/executors_fixture.h"
+#include "tests/hand_built_models.h"
 
 using namespace spindle;
 
@@ -182,8 +183,19 @@ TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits 
     CHECK(rows_of_piece.size() == c.n_kv_heads);
     for (const auto& [piece, rows] : rows_of_piece) CHECK(rows == c.hidden);
   }
-  // Without the split (or with another), kv_head_waits leaves o_proj whole rows.
-  for (const SpTask& t : tiny_head_waits_model().graph.tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
+  // Without the split, with another, or with one kv head (whose "split" of 1 piece is none),
+  // kv_head_waits leaves o_proj whole rows.
+  BuildOptions four_pieces;
+  four_pieces.context = 64;
+  four_pieces.attn_chunks = 3;
+  four_pieces.kv_head_waits = true;
+  four_pieces.o_proj_split = {4, 0};
+  BuildOptions no_split = four_pieces;
+  no_split.o_proj_split = {};
+  const ModelWeights one_kv_head = test::model_with("one-kv-head", 64, 16, 128, 16, test::near_one_or_small, 1);
+  for (const Graph& other : {tiny_head_waits_model().graph, build_decode_graph(tiny_model().weights, four_pieces),
+                             build_decode_graph(one_kv_head, no_split)})
+    for (const SpTask& t : other.tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
 }
 
 TEST_CASE("validate() names a GEMV piece it cannot run") {

@@ -26,13 +26,14 @@ inline float near_one_or_small(const std::string&, const std::vector<uint64_t>& 
   return (shape.size() == 1 ? 1.0f : 0.0f) + small(rng);
 }
 
-// A tiny-shaped qwen3 model with the given widths, its tensors in one arena, each at a
-// multiple of `align` bytes after the last.
+// A tiny-shaped qwen3 model with the given widths (kv_heads 0: tiny's), its tensors in one
+// arena, each at a multiple of `align` bytes after the last.
 inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_t head_dim, uint32_t intermediate,
-                               uint64_t align, const ValueOf& value_of = near_one_or_small) {
+                               uint64_t align, const ValueOf& value_of = near_one_or_small, uint32_t kv_heads = 0) {
   ModelWeights w;
   w.source = name;
   w.config = synthetic_config("tiny");
+  if (kv_heads) w.config.n_kv_heads = kv_heads;
   w.config.hidden = hidden;
   w.config.head_dim = head_dim;
   w.config.intermediate = intermediate;

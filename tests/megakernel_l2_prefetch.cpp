@@ -129,3 +129,26 @@ TEST_CASE("distance 0 or a zero budget prefetches nothing") {
   for (const auto& [distance, budget] : {std::pair<uint32_t, uint64_t>{0, 1u << 30}, {2, 0}})
     for (const cuda::L2Prefetch& p : cuda::plan_l2_prefetch(g, stages, distance, budget)) CHECK(p.bytes == 0);
 }
+
+TEST_CASE("op_runs joins consecutive stages of one op and layer, but never stages of gang tasks") {
+  // Four records, two stages of two: GEMVs of one layer join; MLP gang members (width 2) do not.
+  const auto runs_of = [](uint32_t op, uint8_t width) {
+    Graph g;
+    for (uint32_t i = 0; i < 4; ++i) {
+      SpTask t{};
+      t.op = op;
+      t.signal_counter = i / 2;
+      t.gang_width = width;
+      t.gang_rank = uint8_t(width > 1 ? i % 2 : 0);
+      g.tasks.push_back(t);
+    }
+    const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
+    REQUIRE(stages.size() == 2);
+    return cuda::op_runs(g, stages);
+  };
+  const std::vector<cuda::Stage> joined = runs_of(SP_OP_GEMV, 0), gangs = runs_of(SP_OP_MLP, 2);
+  REQUIRE(joined.size() == 1);
+  CHECK(joined[0].first_task == 0);
+  CHECK(joined[0].tasks == 4);
+  CHECK(gangs.size() == 2);
+}

@@ -73,7 +73,8 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                "each layer's q, k and v rows as one stage a kv head, so that the head's attention tasks wait for "
                "its own rows alone instead of the whole projection; with --o-proj-split KV_HEADS also o_proj as "
                "pieces a kv head, each waiting for its head's attention alone (the cuda megakernel runs them in "
-               "its two-hop build); a schedule, so the tokens' bits do not change");
+               "its two-hop build); a schedule, so the tokens' bits do not change (the fp64 executor's o_proj "
+               "pieces excepted: docs/numerics.md)");
 }
 
 GemvSplit parse_split(const std::string& text, const std::string& option) {
