@@ -32,6 +32,7 @@ inline const char* gemv_piece_problem(const SpTask& t, const SpView* views) {
   if (p.split.pieces % p.split.group) return "the split's groups do not divide its pieces";
   if (p.index >= p.split.pieces) return "the piece is not one of the split's";
   if (W.dtype != SP_BF16 || x.dtype != SP_BF16 || out.dtype != SP_BF16) return "W, x and out are not bf16";
+  if (W.cols % 8u) return "the piece is not whole octets (a multiple of 8 columns), as a split's pieces are";
   if (uint64_t(x.rows) * x.cols < W.cols) return "x holds fewer elements than a row of the piece";
   if (t.tile_end > W.rows || uint64_t(out.rows) * out.cols < t.tile_end) return "the rows are past W's or out's";
   if (t.operand[3] != SP_NO_VIEW) {

@@ -219,4 +219,7 @@ TEST_CASE("validate() names a GEMV piece it cannot run") {
     CHECK(msg.find("gemv_piece") != std::string::npos);
     CHECK(msg.find(message) != std::string::npos);
   }
+  Graph narrow = good;  // a piece of 4 columns fewer: not whole octets
+  narrow.views[narrow.tasks[i].operand[0]].cols -= 4;
+  CHECK(error_of([&] { validate(narrow); }).find("the piece is not whole octets") != std::string::npos);
 }
