@@ -15,10 +15,10 @@ namespace spindle::cuda {
 
 // One L2Prefetch per task of g (bytes 0: none). `stages` are g's graph_stages (the runs of tasks
 // with the same signal counter, which the executor builds once); the plan's stages are their
-// op_runs, counted around the step, so the last stages prefetch for the next step's first ones. The target stage's
-// weights (projection rows; an MLP member's gate and up rows and its piece-major down block,
-// repack_down.h), in task order (the order tickets hand them out) and cut after
-// `stage_budget` bytes, are merged into contiguous ranges, each range split into
+// op_runs, counted around the step, so the last stages prefetch for the next step's first
+// ones. The target stage's weights (projection rows; an MLP member's gate and up rows and its
+// piece-major down block, repack_down.h), in task order (the order tickets hand them out) and
+// cut after `stage_budget` bytes, are merged into contiguous ranges, each range split into
 // 16-byte-aligned pieces, at least one a range and otherwise in proportion to its bytes, and
 // the pieces are handed to the prefetching stage's tasks in order; ranges left over when a
 // stage has fewer tasks than ranges are not prefetched. Only weight arenas are prefetched.

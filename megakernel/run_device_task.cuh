@@ -15,9 +15,9 @@ namespace spindle::cuda {
 
 // Which tiles a kernel is built with: the persistent kernel's plain build, without the tiles of
 // the two-hop layer (docs/two-hop-layer.md): split GEMV dots (tile_projection.cuh run_gemv says
-// why a build without them matters) and MLP gang tasks, whose members run at once with a gang
-// barrier and whole without, and GEMV pieces; its two-hop build, with them; and the per-op kernels, with them,
-// whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
+// why a build without them matters), MLP gang tasks, whose members run at once with a gang
+// barrier and whole without, and GEMV pieces; its two-hop build, with them; and the per-op
+// kernels, with them, whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
 enum class TileBuild { kPlain, kTwoHop, kPerOp };
 
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies

@@ -53,8 +53,8 @@ inline Acc split_row_dot(const bf16* w_row, const Acc* n, uint32_t K, GemvSplit 
 // Piece `p.index` of a split GEMV (opcodes.h SP_OP_GEMV_PIECE) over rows [r0, r1): W and x
 // are the piece's columns and slice (P of them), its dots go to partial row p.index (f32: exact
 // where Acc is float, rounded where it is double), and the last piece of these rows to arrive
-// sums the pieces' rows
-// (split_sum) into out: r(res + r(y)) with a residual (it may alias out), else r(y).
+// sums the pieces' rows (split_sum) into out: r(res + r(y)) with a residual (it may alias out),
+// else r(y).
 template <class Acc>
 void gemv_piece_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t P, uint32_t r0, uint32_t r1,
                      float* partials, size_t partial_stride, const GemvPiece& p, uint32_t& arrivals, bf16* out,

@@ -79,10 +79,11 @@ template <class Acc>
 void run_gemv_piece(const SpTask& t, const TileContext& c) {
   if (const char* problem = gemv_piece_problem(t, c.views)) throw_task_error(t, problem);
   const SpView& W = operand_view(t, c, 0);
+  const GemvPiece piece = gemv_piece(t);
   gemv_piece_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
-                       t.tile_begin, t.tile_end, operand_data<float>(t, c, 4), operand_view(t, c, 4).row_stride,
-                       gemv_piece(t), operand_data<uint32_t>(t, c, 5)[gemv_piece(t).word],
-                       operand_data<bf16>(t, c, 2), operand_data<const bf16>(t, c, 3));
+                       t.tile_begin, t.tile_end, operand_data<float>(t, c, 4), operand_view(t, c, 4).row_stride, piece,
+                       operand_data<uint32_t>(t, c, 5)[piece.word], operand_data<bf16>(t, c, 2),
+                       operand_data<const bf16>(t, c, 3));
 }
 
 template <class Acc>

@@ -110,6 +110,18 @@ void write_argmax_partial(Task t, float value, uint index) {
   slot.w[1] = best_index;
 }
 
+// Piece j's dot d added to a split's running sums, in ops/gemv.h split_sum's order: `sum` is
+// its group's (started afresh at each group's first piece), `y` the groups' (the first group's
+// sum, then each next one added).
+void split_add(float d, uint j, uint group, inout float sum, inout float y) {
+  precise float in_group = sum + d;
+  sum = j % group == 0u ? d : in_group;
+  if (j % group + 1u == group) {
+    precise float total = y + sum;
+    y = j < group ? sum : total;
+  }
+}
+
 // The warp's dots of DOT_ROWS rows, each split in `pieces` pieces summed `group` at a time
 // (ops/gemv.h split_row_dot): one canonical dot a piece, from the piece's first column; every
 // lane gets the sums. The pieces are whole octets (the host checks), so vec holds for them too.
@@ -122,15 +134,9 @@ void split_dot_rows(uint64_t rows[DOT_ROWS], uint K, uint pieces, uint group, bo
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) piece[i] = rows[i] + 2ul * uint64_t(j * P);
     float acc[DOT_ROWS];
     lane_dot_rows(piece, j * P, P, vec, acc);
-    const uint m = j % group;
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
       precise float d = warp_sum(acc[i]);
-      precise float in_group = sums[i] + d;
-      sums[i] = m == 0u ? d : in_group;
-      if (m + 1u == group) {
-        precise float total = y[i] + sums[i];
-        y[i] = j < group ? sums[i] : total;
-      }
+      split_add(d, j, group, sums[i], y[i]);
     }
   }
 }
@@ -187,17 +193,17 @@ void run_gemv(Task t) {
 }
 
 uint cost_gemv(Task t) {
-  const uint K = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
+  const uint K = load_view(t.operand[0]).cols;
   const uint argmax = (t.operand[5] & 1u) != 0u ? warps() : 0u;
   const uint pieces = max(t.operand[7] & 0xFFFFu, 1u);
   const uint dot = pieces * (trips(K / pieces, DOT_BLOCK * DOT_UNROLL) + 1u);
-  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + trips(trips(rows, warps()), DOT_ROWS) * dot + argmax;
+  return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + warp_row_groups(t) * dot + argmax;
 }
 
 // Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,
 // 5 arrivals, 6 piece | arrivals word << 16, 7 split. The piece's dots into its partial row, a
 // warp DOT_ROWS rows at a time as run_gemv; the last piece of these rows to count in sums every
-// piece's dots in split_dot_rows' order (ops/gemv.h split_sum) and stores the rows, an
+// piece's dots in split_dot_rows' order (split_add) and stores the rows, an
 // invocation a row.
 void run_gemv_piece(Task t) {
   const View W = load_view(t.operand[0]), partials = load_view(t.operand[4]);
@@ -222,15 +228,7 @@ void run_gemv_piece(Task t) {
   Halves dst = Halves(load_view(t.operand[2]).addr);
   for (uint r = t.tile_begin + invocation(); r < t.tile_end; r += gl_WorkGroupSize.x) {
     float y = 0.0, sum = 0.0;
-    for (uint k = 0u; k < pieces; ++k) {
-      precise float d = uintBitsToFloat(p.w[k * partials.stride + r]);
-      precise float in_group = sum + d;
-      sum = k % group == 0u ? d : in_group;
-      if (k % group + 1u == group) {
-        precise float total = y + sum;
-        y = k < group ? sum : total;
-      }
-    }
+    for (uint k = 0u; k < pieces; ++k) split_add(uintBitsToFloat(p.w[k * partials.stride + r]), k, group, sum, y);
     uint bits = f32_to_bf16(y);
     if (residual != 0ul) {
       precise float with_residual = bf16_to_f32(uint(Halves(residual).h[r])) + bf16_to_f32(bits);
@@ -242,7 +240,7 @@ void run_gemv_piece(Task t) {
 
 uint cost_gemv_piece(Task t) {
   const uint P = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
-  return cost_stage_input(false, P) + trips(trips(rows, warps()), DOT_ROWS) * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u) +
+  return cost_stage_input(false, P) + warp_row_groups(t) * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u) +
          trips(rows, gl_WorkGroupSize.x) * max(t.operand[7] & 0xFFFFu, 1u);
 }
 

@@ -43,31 +43,20 @@ TEST_CASE("with o_proj and down split, threaded matches the sequential reference
   }
 }
 
-TEST_CASE("with o_proj as pieces a kv head, sequential and threaded give the split's bits") {
-  const TinyModel& m = tiny_head_pieces_model();
+TEST_CASE("with the MLP as gangs or o_proj as pieces a kv head, sequential and threaded give the split's bits") {
   const TinyModel& split = tiny_split_model();
   const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
   const Decoded expect = run_decode(split.graph, split.weights, {ExecutorKind::Sequential}, prompt, 12);
-  check_same(run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, prompt, 12), expect);
-  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
-    for (uint32_t workers : {1u, 3u, 8u}) {
-      CAPTURE(workers);
-      check_same(run_decode(m.graph, m.weights, {ExecutorKind::Threaded, workers, schedule}, prompt, 12), expect);
-    }
-}
-
-TEST_CASE("with the MLP as gangs, sequential and threaded give the down split's bits") {
-  const TinyModel& split = tiny_split_model();
-  const TinyModel& fused = tiny_fused_mlp_model();
-  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
-  const Decoded expect = run_decode(split.graph, split.weights, {ExecutorKind::Sequential}, prompt, 12);
-  check_same(run_decode(fused.graph, fused.weights, {ExecutorKind::Sequential}, prompt, 12), expect);
-  for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
-    for (uint32_t workers : {1u, 3u, 8u}) {
-      CAPTURE(schedule_kind_name(sched));
-      CAPTURE(workers);
-      check_same(run_decode(fused.graph, fused.weights, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
-    }
+  for (const TinyModel* m : {&tiny_fused_mlp_model(), &tiny_head_pieces_model()}) {
+    CAPTURE(m == &tiny_fused_mlp_model() ? "MLP gangs" : "o_proj pieces");
+    check_same(run_decode(m->graph, m->weights, {ExecutorKind::Sequential}, prompt, 12), expect);
+    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+      for (uint32_t workers : {1u, 3u, 8u}) {
+        CAPTURE(schedule_kind_name(sched));
+        CAPTURE(workers);
+        check_same(run_decode(m->graph, m->weights, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
+      }
+  }
 }
 
 TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits; threaded, the MLP gangs and o_proj's pieces a kv head match it") {
