@@ -1,7 +1,10 @@
 #include "tasks/graph.h"
 
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tasks/error.h"
@@ -165,6 +168,38 @@ void check_counters(const Graph& g) {
   }
 }
 
+// The pieces that count in one arrivals word are a split GEMV's rows: pieces 0..S-1 of the
+// same rows, split, output, residual and partials, each as often as the others (a word serves
+// the same rows again in each layer, the last arrival resetting it). Otherwise the last to
+// arrive sums partials not yet written, or the rows' sum never comes.
+void check_piece_words(const Graph& g) {
+  struct Word {
+    size_t first;                 // the first piece counting in it
+    std::vector<uint32_t> count;  // how many tasks are each piece
+  };
+  std::map<std::pair<uint32_t, uint32_t>, Word> words;  // (arrivals view, word) -> its pieces
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    if (t.op != SP_OP_GEMV_PIECE) continue;
+    const GemvPiece p = gemv_piece(t);
+    const auto [it, fresh] = words.try_emplace({t.operand[5], p.word}, Word{i, std::vector<uint32_t>(p.split.pieces, 0)});
+    const SpTask& f = g.tasks[it->second.first];
+    if (!fresh && (t.tile_begin != f.tile_begin || t.tile_end != f.tile_end || t.operand[7] != f.operand[7] ||
+                   t.operand[2] != f.operand[2] || t.operand[3] != f.operand[3] || t.operand[4] != f.operand[4]))
+      fail(task_label(g, i) + " counts in arrivals word " + std::to_string(p.word) + " of " +
+           view_label(g, t.operand[5]) + " as " + task_label(g, it->second.first) +
+           " does, but for other rows, split, output, residual or partials");
+    ++it->second.count[p.index];
+  }
+  for (const auto& [key, w] : words)
+    for (uint32_t j = 1; j < w.count.size(); ++j)
+      if (w.count[j] != w.count[0])
+        fail("arrivals word " + std::to_string(key.second) + " of " + view_label(g, key.first) + " (" +
+             task_label(g, w.first) + "'s) counts piece 0 " + std::to_string(w.count[0]) + " times but piece " +
+             std::to_string(j) + " " + std::to_string(w.count[j]) + " times: each of its " +
+             std::to_string(w.count.size()) + " pieces must count as often as the others");
+}
+
 }  // namespace
 
 void validate(const Graph& g) {
@@ -172,6 +207,7 @@ void validate(const Graph& g) {
   check_io(g);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_task(g, i);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_gang(g, i);
+  check_piece_words(g);
   check_counters(g);
 }
 

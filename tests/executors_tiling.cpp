@@ -223,3 +223,31 @@ TEST_CASE("validate() names a GEMV piece it cannot run") {
   narrow.views[narrow.tasks[i].operand[0]].cols -= 4;
   CHECK(error_of([&] { validate(narrow); }).find("the piece is not whole octets") != std::string::npos);
 }
+
+TEST_CASE("validate() refuses an arrivals word whose GEMV pieces are not pieces 0..S-1 of the same rows, each as often") {
+  const Graph& good = tiny_head_pieces_model().graph;
+  size_t i = 0;
+  while (good.tasks[i].op != SP_OP_GEMV_PIECE) ++i;
+  const GemvPiece piece = gemv_piece(good.tasks[i]);
+  REQUIRE(piece.split.pieces == 2);
+  const uint32_t other = 1 - piece.index, layers = tiny_model().weights.config.n_layers;
+  const auto error = [](const Graph& g) { return error_of([&] { validate(g); }); };
+  const auto counts = [&](uint32_t of_piece, uint32_t of_other) {  // the message, with the pieces' counts in the word
+    const uint32_t zero = piece.index == 0 ? of_piece : of_other, one = piece.index == 0 ? of_other : of_piece;
+    return "arrivals word " + std::to_string(piece.word) + " of view " + std::to_string(good.tasks[i].operand[5]) +
+           " 'o_proj_arrivals' (task " + std::to_string(i) + " (gemv_piece)'s) counts piece 0 " + std::to_string(zero) +
+           " times but piece 1 " + std::to_string(one) + " times";
+  };
+  Graph twice = good;  // the piece takes the other's index
+  twice.tasks[i].operand[6] = gemv_piece_word(other, piece.word);
+  CHECK(error(twice).find(counts(layers - 1, layers + 1)) != std::string::npos);
+  Graph missing = good;  // the piece is gone (its counter's signals are checked after the words)
+  missing.tasks.erase(missing.tasks.begin() + ptrdiff_t(i));
+  CHECK(error(missing).find("counts piece 0 ") != std::string::npos);
+  CHECK(error(missing).find(" times: each of its 2 pieces must count as often as the others") != std::string::npos);
+  Graph shifted = good;  // the piece's rows moved by 8
+  shifted.tasks[i].tile_begin += 8;
+  shifted.tasks[i].tile_end += 8;
+  CHECK(error(shifted).find("but for other rows, split, output, residual or partials") != std::string::npos);
+  CHECK_NOTHROW(validate(good));
+}
