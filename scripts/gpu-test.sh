@@ -10,7 +10,11 @@
 #   SPINDLE_GPU_BENCH="M…"   also build the CLI and run `spindle bench` on each model M (e.g.
 #                            "qwen3-0.6b qwen3-8b"): every CUDA mode (ticket schedule), then the
 #                            megakernel with static lists, at positions 1 and 4096 (bench.log)
-#   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck runs that alone
+#   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck or
+#                            =racecheck runs that one alone
+#   SPINDLE_GPU_SANITIZE_SHARD=k/n  run the sanitizers over the k-th of n shares of the tiny
+#                            test cases (cases k-1, k-1+n, …): racecheck over all of them takes
+#                            longer than one device call, so it runs as 1/2, then 2/2
 #   SPINDLE_GPU_CPU=0        skip building and running the CPU suite (with no vulkan step
 #                            either, the build leaves the Vulkan path out)
 #   SPINDLE_GPU_FIRST=…      run these steps first, in this order (a space-separated list of
@@ -52,7 +56,16 @@ summary() {
   echo
   printf '%-12s %-10s %s\n' step result seconds
   for i in "${!names[@]}"; do printf '%-12s %-10s %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"; done
-  grep -H -E '\[doctest\] test cases|ERROR SUMMARY|RACECHECK SUMMARY|tests passed' "$logs"/*.log 2>/dev/null
+  local log
+  for log in "$logs"/*.log; do
+    [[ -f $log ]] || continue
+    case ${log##*/} in
+      memcheck.log | racecheck.log)  # a run a test case: how many were clean
+        echo "$log: $(grep -c -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log") of" \
+          "$(grep -c '^--- ' "$log") test cases clean" ;;
+      *) grep -H -E '\[doctest\] test cases|tests passed' "$log" ;;
+    esac
+  done
 }
 trap summary EXIT
 
@@ -102,15 +115,36 @@ cuda_tests_step() { step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true
 
 # The tiny subset under the sanitizers, and the hand-built model whose preloaded rows take the
 # shared-memory dot (tiny's rows are too short for it), without the static schedule: it needs
-# every block resident at once, which a sanitizer that serialises blocks would not give.
+# every block resident at once, which a sanitizer that serialises blocks would not give. One
+# sanitizer run a test case, each case's seconds in the log, so a slow case is named and a share
+# of the cases (SPINDLE_GPU_SANITIZE_SHARD) fits a device call.
+sanitize_cases() {  # TOOL SANITIZER TESTS K N FILTERS...
+  local tool=$1 sanitizer=$2 tests=$3 k=$4 n=$5 i=0 rc=0 t0 c
+  shift 5
+  local cases=()
+  mapfile -t cases < <("$tests" --list-test-cases "$@" | grep -v -E '^(\[doctest\]|=+$)')
+  ((${#cases[@]} > 0)) || { echo "no test case matches $*"; return 1; }
+  for c in "${cases[@]}"; do
+    ((i++ % n == k - 1)) || continue
+    t0=$SECONDS
+    # A comma separates doctest's filters: '?' (any one character) stands for it.
+    "$sanitizer" --tool "$tool" --error-exitcode 1 "$tests" -tc="${c//,/?}" || rc=1
+    echo "--- $tool, $((SECONDS - t0)) s: $c"
+  done
+  return $rc
+}
 sanitize_step() {
-  [[ ${SPINDLE_GPU_SANITIZE:-1} != 0 ]] || return 0
-  local sanitizer
+  local which=${SPINDLE_GPU_SANITIZE:-1} shard=${SPINDLE_GPU_SANITIZE_SHARD:-1/1} tool sanitizer k n
+  [[ $which != 0 ]] || return 0
+  [[ $shard =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] && k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]} && ((k <= n)) ||
+    { echo "SPINDLE_GPU_SANITIZE_SHARD is k/n with 1 <= k <= n, not '$shard'"; return 1; }
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   local tiny=(-tc='tiny*,projection rows read from their preloaded copy*' -tce='*static*')
-  step memcheck memcheck 600 "$sanitizer" --tool memcheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
-  [[ ${SPINDLE_GPU_SANITIZE:-1} == memcheck ]] ||
-    step racecheck racecheck 600 "$sanitizer" --tool racecheck --error-exitcode 1 "$cuda_tests" "${tiny[@]}"
+  for tool in memcheck racecheck; do
+    [[ $which == 1 || $which == "$tool" ]] || continue
+    step "$tool" "$tool" 590 bash -c "$(declare -f sanitize_cases); sanitize_cases \"\$@\"" _ "$tool" "$sanitizer" \
+      "$cuda_tests" "$k" "$n" "${tiny[@]}"
+  done
 }
 
 timing_step() {
