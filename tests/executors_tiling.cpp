@@ -232,19 +232,22 @@ TEST_CASE("validate() refuses an arrivals word whose GEMV pieces are not pieces 
   REQUIRE(piece.split.pieces == 2);
   const uint32_t other = 1 - piece.index, layers = tiny_model().weights.config.n_layers;
   const auto error = [](const Graph& g) { return error_of([&] { validate(g); }); };
-  const auto counts = [&](uint32_t of_piece, uint32_t of_other) {  // the message, with the pieces' counts in the word
+  const std::string word = "arrivals word " + std::to_string(piece.word) + " of view " +
+                           std::to_string(good.tasks[i].operand[5]) + " 'o_proj_arrivals'";
+  const auto counts = [&](uint32_t of_piece, uint32_t of_other) {  // the message's counts, piece 0's first
     const uint32_t zero = piece.index == 0 ? of_piece : of_other, one = piece.index == 0 ? of_other : of_piece;
-    return "arrivals word " + std::to_string(piece.word) + " of view " + std::to_string(good.tasks[i].operand[5]) +
-           " 'o_proj_arrivals' (task " + std::to_string(i) + " (gemv_piece)'s) counts piece 0 " + std::to_string(zero) +
-           " times but piece 1 " + std::to_string(one) + " times";
+    return "counts piece 0 " + std::to_string(zero) + " times but piece 1 " + std::to_string(one) + " times";
   };
   Graph twice = good;  // the piece takes the other's index
   twice.tasks[i].operand[6] = gemv_piece_word(other, piece.word);
-  CHECK(error(twice).find(counts(layers - 1, layers + 1)) != std::string::npos);
+  CHECK(error(twice).find(word + " (task " + std::to_string(i) + " (gemv_piece)'s) " + counts(layers - 1, layers + 1)) !=
+        std::string::npos);
   Graph missing = good;  // the piece is gone (its counter's signals are checked after the words)
   missing.tasks.erase(missing.tasks.begin() + ptrdiff_t(i));
-  CHECK(error(missing).find("counts piece 0 ") != std::string::npos);
-  CHECK(error(missing).find(" times: each of its 2 pieces must count as often as the others") != std::string::npos);
+  const std::string gone = error(missing);
+  CHECK(gone.find(word) != std::string::npos);
+  CHECK(gone.find(counts(layers - 1, layers) + ": each of its 2 pieces must count as often as the others") !=
+        std::string::npos);
   Graph shifted = good;  // the piece's rows moved by 8
   shifted.tasks[i].tile_begin += 8;
   shifted.tasks[i].tile_end += 8;
