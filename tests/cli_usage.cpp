@@ -140,3 +140,12 @@ TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   CHECK(r.status == 2);
   CHECK((r.err_has("no usable GPU here") || r.err_has("this build has no CUDA executor")));
 }
+
+TEST_CASE("--steps-per-launch is listed and takes a number of steps; a word is refused, naming the option") {
+  CHECK(run_cli("run --help").out_has("--steps-per-launch"));
+  CHECK(run_cli("bench --help").out_has("--steps-per-launch"));
+  CHECK(run_cli("run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 3 --steps-per-launch 2").status == 0);
+  const CliResult r = run_cli("run --model synthetic:tiny --steps-per-launch many");
+  CHECK(r.status != 0);
+  CHECK(r.err_has("--steps-per-launch"));
+}

@@ -138,6 +138,10 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "the model's hidden size (2 for qwen3-0.6b, 8 for qwen3-8b)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | CLI::Range(0u, 1024u));
+  cmd.add_option("--steps-per-launch", flags.steps_per_launch,
+                 "cuda megakernel only: decode steps one launch of the persistent kernel runs (the sampler "
+                 "writes each next token and position on the device); 0 = every step asked for at once")
+      ->capture_default_str();
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -166,6 +170,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.schedule = parse_schedule_kind(flags.schedule);
   o.cuda_mode = parse_cuda_mode(flags.cuda_mode);
   o.watchdog_ms = flags.watchdog_ms;
+  o.steps_per_launch = flags.steps_per_launch;
   o.device = flags.device;
   o.vulkan = flags.vulkan;
   o.megakernel.blocks_per_sm = flags.cuda_blocks_per_sm;

@@ -36,6 +36,7 @@ struct ExecutorFlags {
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
   std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
+  uint32_t steps_per_launch = ExecutorOptions{}.steps_per_launch;
   int32_t device = ExecutorOptions{}.device;
   VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
   uint32_t cuda_blocks_per_sm = ExecutorOptions{}.megakernel.blocks_per_sm;
@@ -49,7 +50,7 @@ struct ExecutorFlags {
 
 // --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
 // --cuda-copy-ahead-kb, --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
-// --watchdog-ms, --device
+// --steps-per-launch, --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
