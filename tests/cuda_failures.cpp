@@ -74,8 +74,7 @@ TEST_CASE("a projection task never given its input trips the watchdog with its c
 TEST_CASE("tiny: a gang with a missing member trips the watchdog at the gang's barrier, either schedule") {
   const TinyModel& m = tiny_fused_mlp_model();
   Graph broken = m.graph;
-  uint32_t first = 0;
-  while (broken.tasks[first].op != SP_OP_MLP) ++first;
+  const uint32_t first = first_task(broken, SP_OP_MLP);
   REQUIRE(broken.tasks[first].gang_width == 4);
   broken.tasks.erase(broken.tasks.begin() + first + 1);
   for (size_t i = first + 15; i < broken.tasks.size(); ++i) broken.tasks[i].wait_counter = SP_NO_COUNTER;

@@ -127,6 +127,14 @@ inline std::vector<uint32_t> spread_ids(uint32_t vocab, uint32_t count = 40) {
   return ids;
 }
 
+// The index of g's first task with opcode `op`; the test fails when g has none.
+inline uint32_t first_task(const spindle::Graph& g, uint32_t op) {
+  uint32_t i = 0;
+  while (i < g.tasks.size() && g.tasks[i].op != op) ++i;
+  REQUIRE_MESSAGE(i < g.tasks.size(), "the graph has no task of opcode " << op);
+  return i;
+}
+
 // The message of the spindle::Error that f throws, or "(no error)".
 inline std::string error_of(auto&& f) {
   try {

@@ -11,13 +11,6 @@ using namespace spindle;
 
 namespace {
 
-// The index of the first MLP task of `g`.
-uint32_t first_mlp(const Graph& g) {
-  uint32_t i = 0;
-  while (g.tasks[i].op != SP_OP_MLP) ++i;
-  return i;
-}
-
 void check_rejected(const Graph& g, const std::string& phrase) {
   const std::string msg = error_of([&] { validate(g); });
   CAPTURE(msg);
@@ -28,7 +21,7 @@ void check_rejected(const Graph& g, const std::string& phrase) {
 
 TEST_CASE("the fused MLP: a stage a layer of pieces in gangs, ranks in order, tiles one after another") {
   const Graph& g = tiny_fused_mlp_model().graph;
-  const uint32_t first = first_mlp(g);
+  const uint32_t first = first_task(g, SP_OP_MLP);
   for (uint32_t j = 0; j < 16; ++j) {
     const SpTask& t = g.tasks[first + j];
     CAPTURE(j);
@@ -46,7 +39,7 @@ TEST_CASE("the fused MLP: a stage a layer of pieces in gangs, ranks in order, ti
 
 TEST_CASE("validate() names a broken gang: a missing member, a bad rank, a member unlike its gang, an op that cannot gang") {
   const Graph& good = tiny_fused_mlp_model().graph;
-  const uint32_t first = first_mlp(good);
+  const uint32_t first = first_task(good, SP_OP_MLP);
   const std::string task = "task " + std::to_string(first);
   {
     Graph g = good;

@@ -200,8 +200,7 @@ TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits 
 
 TEST_CASE("validate() names a GEMV piece it cannot run") {
   const Graph& good = tiny_head_pieces_model().graph;
-  size_t i = 0;
-  while (good.tasks[i].op != SP_OP_GEMV_PIECE) ++i;
+  const size_t i = first_task(good, SP_OP_GEMV_PIECE);
   const auto broken = [&](auto&& change) {
     Graph g = good;
     change(g.tasks[i]);
@@ -226,8 +225,7 @@ TEST_CASE("validate() names a GEMV piece it cannot run") {
 
 TEST_CASE("validate() refuses an arrivals word whose GEMV pieces are not pieces 0..S-1 of the same rows, each as often") {
   const Graph& good = tiny_head_pieces_model().graph;
-  size_t i = 0;
-  while (good.tasks[i].op != SP_OP_GEMV_PIECE) ++i;
+  const size_t i = first_task(good, SP_OP_GEMV_PIECE);
   const GemvPiece piece = gemv_piece(good.tasks[i]);
   REQUIRE(piece.split.pieces == 2);
   const uint32_t other = 1 - piece.index, layers = tiny_model().weights.config.n_layers;
