@@ -75,7 +75,7 @@ struct MegakernelTuning {
   // twenty-sixth session).
   uint32_t copy_ahead_bytes = 1u << 10;
 
-  // Each task, when claimed, asks the L2 for its share of the weights of the stage this many
+  // Each task, once it has run, asks the L2 for its share of the weights of the stage this many
   // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none;
   // kL2PrefetchAuto = l2_prefetch_auto_bytes of the model. More slows the tasks, which then wait
   // behind the prefetches (docs/JOURNAL.md, fifteenth and nineteenth sessions).

@@ -3,6 +3,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "megakernel/l2_policy.cuh"
+
 namespace spindle::cuda {
 
 __device__ __forceinline__ uint32_t smem_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -53,11 +55,15 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
-// Copies `bytes` (a multiple of 16) from global src to shared dst; completes on `bar`.
+// Copies `bytes` (a multiple of 16) from global src to shared dst; completes on `bar`. Its
+// callers copy what a step reads once (weights, task records), so the lines are evicted first
+// from L2 (l2_policy.cuh).
 __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(l2_evict_first())
+      : "memory");
 }
 
 // Asks the L2 to fetch `bytes` (a multiple of 16) of global memory from src (16-byte aligned);

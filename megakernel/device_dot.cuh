@@ -6,6 +6,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "megakernel/l2_policy.cuh"
 #include "ops/bf16.h"
 #include "ops/dot.h"
 
@@ -13,7 +14,7 @@ namespace spindle::cuda {
 
 // Where an operand lives, which decides how it is read:
 //  Weight: read-only for the whole launch (weight matrices, embedding rows), streamed through
-//          once, so without L1 allocation; by generic loads, so that the same code reads a
+//          once, so without L1 allocation and evicted first from L2; by generic loads, so that the same code reads a
 //          projection's rows from global memory or from the persistent kernel's preloaded copy
 //          in shared memory (which warp_dot_rows_shared reads faster where K allows).
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
@@ -24,19 +25,13 @@ namespace spindle::cuda {
 //  Shared: this block's shared memory.
 enum class Src { Weight, Data, Resident, Shared };
 
-__device__ __forceinline__ uint64_t l2_evict_last() {
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
 template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
   if constexpr (S == Src::Weight) {
     uint4 v;
-    asm("ld.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm("ld.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
+        : "l"(p), "l"(l2_evict_first()));
     return v;
   } else if constexpr (S == Src::Resident) {
     uint4 v;
@@ -55,7 +50,7 @@ template <Src S>
 __device__ __forceinline__ bf16 load_bf16(const bf16* p) {
   if constexpr (S == Src::Weight) {
     unsigned short v;
-    asm("ld.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    asm("ld.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_evict_first()));
     return v;
   } else if constexpr (S == Src::Resident) {
     unsigned short v;

@@ -152,10 +152,10 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // task's staged record is copied into the other of two buffers while the current task runs,
 // so no record load lies between two tasks (docs/JOURNAL.md, sixteenth session). Params and
 // arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
-// record, starts the task's weight copy (unless it started during the task before) and its L2
-// prefetch for a later stage, and waits on the task's counter, copying the next task's weights
-// meanwhile if asked to (copy ahead); the block runs the tile; then thread 0 releases while
-// thread 32 claims the task after the next.
+// record, starts the task's weight copy (unless it started during the task before) and waits on
+// the task's counter, copying the next task's weights meanwhile if asked to (copy ahead); the
+// block runs the tile; then thread 0 releases and asks the L2 for its share of a later stage's
+// weights while thread 32 claims the task after the next.
 // kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
 // have them; the other build does not carry them (code a persistent kernel never runs still
 // costs it: docs/JOURNAL.md, twenty-third session).
@@ -239,8 +239,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       } else if (l.preload_bytes) {
         start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload);
       }
-      const L2Prefetch ahead = staged.prefetch;  // after this task's own copies, which it needs first
-      if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
       if constexpr (kTwoHop) {
         // Copy ahead: once the next task's record has landed, its weights may be copied during
         // this wait, where this task leaves room. The plain build has no copies ahead: their
@@ -301,6 +299,11 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
         s_d.pending = 0;
       }
+      // The L2 prefetch for a later stage goes after the release: asked at the claim, it was in
+      // flight during the wait and the tile, where it held the acquire loads and the input's
+      // staging (docs/JOURNAL.md, twenty-ninth and thirtieth sessions).
+      const L2Prefetch ahead = staged.prefetch;
+      if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
       record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, end_ns, s_d.wait_ns);
       if (s_d.progress) s_d.progress[4 * blockIdx.x + 2] = 3;
     } else if (threadIdx.x == 32) {  // every thread has read s_task and s_next before the barrier above

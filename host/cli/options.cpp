@@ -129,7 +129,7 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                         "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
                         "position and q head of the group); a chunk with more positions is scored twice; 0 = 32");
   cmd.add_option("--cuda-l2-prefetch-distance", flags.cuda_l2_prefetch_distance,
-                 "cuda megakernel only: each task, when claimed, asks the L2 for its share of the weights of the "
+                 "cuda megakernel only: each task, once it has run, asks the L2 for its share of the weights of the "
                  "stage this many stages later, counted around the step (bulk prefetch); 0 = none")
       ->capture_default_str();
   cmd.add_option("--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
