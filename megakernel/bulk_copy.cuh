@@ -59,11 +59,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // callers copy what a step reads once (weights, task records), so the lines are evicted first
 // from L2 (l2_policy.cuh).
 __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(l2_evict_first())
-      : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+               " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar), "l"(l2_evict_first())
+               : "memory");
 }
 
 // Asks the L2 to fetch `bytes` (a multiple of 16) of global memory from src (16-byte aligned);

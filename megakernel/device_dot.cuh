@@ -14,9 +14,10 @@ namespace spindle::cuda {
 
 // Where an operand lives, which decides how it is read:
 //  Weight: read-only for the whole launch (weight matrices, embedding rows), streamed through
-//          once, so without L1 allocation and evicted first from L2; by generic loads, so that the same code reads a
-//          projection's rows from global memory or from the persistent kernel's preloaded copy
-//          in shared memory (which warp_dot_rows_shared reads faster where K allows).
+//          once, so without L1 allocation and evicted first from L2 (l2_policy.cuh); by generic
+//          loads, so that the same code reads a projection's rows from global memory or from the
+//          persistent kernel's preloaded copy in shared memory (which warp_dot_rows_shared reads
+//          faster where K allows).
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
 //  Resident: read-only and small, read by every block at every layer or step (norm weights,
