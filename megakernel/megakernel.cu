@@ -152,9 +152,10 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // task's staged record is copied into the other of two buffers while the current task runs,
 // so no record load lies between two tasks (docs/JOURNAL.md, sixteenth session). Params and
 // arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
-// record, starts the task's weight copy (unless it started during the task before) and waits on
-// the task's counter, copying the next task's weights meanwhile if asked to (copy ahead); the
-// block runs the tile; then thread 0 releases and asks the L2 for its share of a later stage's
+// record and waits on the task's counter; the task's weight copy starts meanwhile, from warp 1
+// in the plain build, from thread 0 before its wait in the two-hop build (unless it started
+// during the task before), which also copies the next task's weights during the wait if asked
+// to (copy ahead); the block runs the tile; then thread 0 releases and asks the L2 for its share of a later stage's
 // weights while thread 32 claims the task after the next.
 // kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
 // have them; the other build does not carry them (code a persistent kernel never runs still
@@ -236,10 +237,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         } else if (staged.copy.bytes) {
           start_task_copy(staged.copy, s_arenas, smem, staged.copy.at, s_preload);
         }
-      } else if (l.preload_bytes) {
-        start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload);
-      }
-      if constexpr (kTwoHop) {
         // Copy ahead: once the next task's record has landed, its weights may be copied during
         // this wait, where this task leaves room. The plain build has no copies ahead: their
         // code, never run, made it 1.4-2.2% slower (docs/JOURNAL.md, twenty-sixth session).
@@ -255,6 +252,8 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       if (progress) progress[4 * blockIdx.x + 2] = 2;
       s_d.start_ns = global_timer_ns();
       s_d.wait_ns = s_d.start_ns - claimed_ns;
+    } else if (!kTwoHop && l.preload_bytes && warp_id() == 1) {
+      start_weight_preload(staged.t, ctx, smem, l.preload_bytes, l.smem_bytes, s_preload);
     }
     __syncthreads();
     if (!s_ready) {

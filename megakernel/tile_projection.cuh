@@ -55,35 +55,37 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
           false};
 }
 
-// Thread 0 of the persistent kernel's plain build, after staging a task and before its wait:
-// starts the bulk copies of a projection task's weight spans to shared memory
-// (projection_preload_offset, one after the other) when preload_end_bytes allows them within
+// Warp 1 of the persistent kernel's plain build, while thread 0 waits for the task: starts the
+// bulk copies of a projection task's weight spans to shared memory (projection_preload_offset,
+// one after the other), lane m issuing matrix m's, when preload_end_bytes allows them within
 // `max_bytes` and `smem_bytes`, the weights live in a weight arena and their rows start 16-byte
-// aligned, as the copy engine needs, and records them in p; p.bytes 0 (nothing started) for
-// every other task. The same rule as the host's task_copy (task_copies.h), which the two-hop
-// build's copies come from: read from the staged record instead, they made the plain build
-// 0.5-0.8% slower on qwen3-0.6b (docs/JOURNAL.md, twenty-sixth session).
+// aligned, as the copy engine needs, and records them in p; p.bytes (0 on entry) stays 0 for
+// every other task. Not thread 0: issuing the copies held its poll, and one lane issuing both
+// spans held them, each 0.3-0.8% slower on qwen3-0.6b (docs/JOURNAL.md, thirty-second session).
+// The same rule as the host's task_copy (task_copies.h), which the two-hop build's copies come
+// from: read from the staged record instead, they made the plain build 0.5-0.8% slower on
+// qwen3-0.6b (twenty-sixth session).
 __device__ inline void start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t max_bytes,
                                             uint32_t smem_bytes, WeightPreload& p) {
-  p.bytes = 0;
   if (!sp_projection_matrices(t.op) || t.tile_end <= t.tile_begin) return;
   const ProjectionWeights pw = projection_weights(t, c);
   const uint32_t offset = projection_preload_offset(pw.K);
   const uint64_t end =
       preload_end_bytes(pw.matrices, t.tile_end - t.tile_begin, pw.K, pw.row_stride, max_bytes, smem_bytes);
   if (!end) return;
-  const uint64_t span = pw.span_bytes(t), total = end - offset;
   if (c.views[t.operand[0]].arena < SP_ARENA_WEIGHTS0) return;  // copied before the wait: weights only
   if (!aligned16(pw.first[0]) || (pw.matrices == 2 && !aligned16(pw.first[1]))) return;
-  fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
-  mbar_arrive_expect_tx(p.bar, uint32_t(total));
-  // Constant indices only: an array indexed at run time would live in local memory, which
-  // every acquire empties from the L1.
-#pragma unroll
-  for (uint32_t m = 0; m < 2; ++m)
-    if (m < pw.matrices) bulk_copy_to_shared(smem_address(smem + offset + m * span), pw.first[m], uint32_t(span), p.bar);
-  p.bytes = uint32_t(total);
-  p.at = offset;
+  const uint32_t m = lane_id(), span = uint32_t(pw.span_bytes(t));
+  if (m == 0) mbar_arrive_expect_tx(p.bar, uint32_t(end - offset));
+  __syncwarp();  // the expected bytes are set before any copy can complete
+  if (m < pw.matrices) {
+    fence_proxy_async_shared();  // the block's last accesses to this memory come before the copy's writes
+    bulk_copy_to_shared(smem_address(smem + offset + m * span), m ? pw.first[1] : pw.first[0], span, p.bar);
+  }
+  if (m == 0) {
+    p.bytes = uint32_t(end - offset);
+    p.at = offset;
+  }
 }
 
 // Every thread: where the tile reads the task's rows: the preloaded copy in shared memory,
