@@ -155,8 +155,8 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // record and waits on the task's counter; the task's weight copy starts meanwhile, from warp 1
 // in the plain build, from thread 0 before its wait in the two-hop build (unless it started
 // during the task before), which also copies the next task's weights during the wait if asked
-// to (copy ahead); the block runs the tile; then thread 0 releases and asks the L2 for its share of a later stage's
-// weights while thread 32 claims the task after the next.
+// to (copy ahead); the block runs the tile; then thread 0 releases and asks the L2 for its
+// share of a later stage's weights while thread 32 claims the task after the next.
 // kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
 // have them; the other build does not carry them (code a persistent kernel never runs still
 // costs it: docs/JOURNAL.md, twenty-third session).

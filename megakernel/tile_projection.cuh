@@ -60,8 +60,9 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
 // one after the other), lane m issuing matrix m's, when preload_end_bytes allows them within
 // `max_bytes` and `smem_bytes`, the weights live in a weight arena and their rows start 16-byte
 // aligned, as the copy engine needs, and records them in p; p.bytes (0 on entry) stays 0 for
-// every other task. Not thread 0: issuing the copies held its poll, and one lane issuing both
-// spans held them, each 0.3-0.8% slower on qwen3-0.6b (docs/JOURNAL.md, thirty-second session).
+// every other task. Not thread 0: issuing the copies held its poll (0.3-0.8% slower on
+// qwen3-0.6b), and one lane issuing both spans is held longer (0.9-1.5%; docs/JOURNAL.md,
+// thirty-second session).
 // The same rule as the host's task_copy (task_copies.h), which the two-hop build's copies come
 // from: read from the staged record instead, they made the plain build 0.5-0.8% slower on
 // qwen3-0.6b (twenty-sixth session).
