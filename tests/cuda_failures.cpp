@@ -48,8 +48,8 @@ TEST_CASE("a graph that never finishes trips the watchdog, and a new executor st
 TEST_CASE("a projection task never given its input trips the watchdog with its copy in flight, either schedule") {
   const TinyModel& m = tiny_model();
   Graph broken = m.graph;
-  uint32_t task = 0;
-  while (broken.tasks[task].op != SP_OP_GEMV || broken.tasks[task].wait_counter == SP_NO_COUNTER) ++task;
+  const uint32_t task =
+      first_task(broken, SP_OP_GEMV, [](const SpTask& t) { return t.wait_counter != SP_NO_COUNTER; });
   broken.tasks[task].wait_count += 1;
   // Under either schedule a block that gives up waiting must let its copy land before it
   // leaves; the static lists' blocks are all resident and reach the abort at other points.

@@ -127,12 +127,16 @@ inline std::vector<uint32_t> spread_ids(uint32_t vocab, uint32_t count = 40) {
   return ids;
 }
 
-// The index of g's first task with opcode `op`; the test fails when g has none.
-inline uint32_t first_task(const spindle::Graph& g, uint32_t op) {
+// The index of g's first task with opcode `op` that `also` accepts; the test fails when g has
+// none.
+inline uint32_t first_task(const spindle::Graph& g, uint32_t op, auto also) {
   uint32_t i = 0;
-  while (i < g.tasks.size() && g.tasks[i].op != op) ++i;
-  REQUIRE_MESSAGE(i < g.tasks.size(), "the graph has no task of opcode " << op);
+  while (i < g.tasks.size() && !(g.tasks[i].op == op && also(g.tasks[i]))) ++i;
+  REQUIRE_MESSAGE(i < g.tasks.size(), "the graph has no such task of opcode " << op);
   return i;
+}
+inline uint32_t first_task(const spindle::Graph& g, uint32_t op) {
+  return first_task(g, op, [](const SpTask&) { return true; });
 }
 
 // The message of the spindle::Error that f throws, or "(no error)".
