@@ -81,6 +81,8 @@ __device__ inline void start_weight_preload(const SpTask& t, const TileContext& 
   __syncwarp();  // the expected bytes are set before any copy can complete
   if (m < pw.matrices) {
     fence_proxy_async_shared();  // the block's last accesses to this memory come before the copy's writes
+    // Constant indices only (not pw.first[m]): an array indexed at run time would live in local
+    // memory, which every acquire empties from the L1.
     bulk_copy_to_shared(smem_address(smem + offset + m * span), m ? pw.first[1] : pw.first[0], span, p.bar);
   }
   if (m == 0) {
