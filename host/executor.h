@@ -81,6 +81,12 @@ struct MegakernelTuning {
   // behind the prefetches (docs/JOURNAL.md, fifteenth and nineteenth sessions).
   uint32_t l2_prefetch_distance = 1;
   uint64_t l2_prefetch_bytes = kL2PrefetchAuto;
+
+  // Run the graph as the cluster program instead (megakernel/cluster_program.h,
+  // docs/two-hop-layer.md): the two-hop layer in clusters of 8 blocks, for a graph built with
+  // --kv-head-waits --o-proj-split 8 --attn-chunks 8 --fused-mlp PIECES/8. Same bits as the
+  // other modes on that graph; the knobs above, but the attention ones, do not apply to it.
+  bool cluster_program = false;
 };
 
 struct ExecutorOptions {

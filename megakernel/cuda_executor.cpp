@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "host/schedule.h"
+#include "megakernel/cluster_kernel.h"
+#include "megakernel/cluster_program.h"
 #include "megakernel/cuda_check.h"
 #include "megakernel/cuda_handles.h"
 #include "megakernel/device_buffer.h"
@@ -192,6 +194,11 @@ struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, stage_first, stage_claims, trace;
   DeviceBuffer progress;
+  // The cluster program's (cluster_program.h): its layers, exchange words, argmax partials and
+  // their arrivals.
+  DeviceBuffer cluster_layers, o_words, mlp_words, token_word, argmax, arrivals;
+  cuda::ClusterProgram program{};
+  uint32_t cluster_flag = 0;  // the exchange words' flags used so far
   std::vector<cuda::Stage> stages;  // the per-op launches; the megakernel's stage table and L2 prefetch plan
   cuda::DeviceGraph graph{};
   size_t smem = 0;
@@ -252,7 +259,9 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                 "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
 
   uint32_t n_stages = 0;  // the ticket schedule's
-  if (opt.cuda_mode == CudaMode::Megakernel) {
+  if (opt.cuda_mode == CudaMode::Megakernel && tuning.cluster_program) {
+    prepare_cluster_program(g, score_positions, kv_positions, size_t(smem_limit));
+  } else if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
     if (two_hop_ && tuning.blocks_per_sm != 1)
@@ -339,6 +348,77 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   SP_CUDA(cudaDeviceSynchronize());
 }
 
+// The cluster program (cluster_program.h): its plan on this device's arenas, its exchange
+// memory, and as many clusters as are co-resident (one a kv head, one an MLP gang at least).
+void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positions, uint32_t kv_positions,
+                                           size_t smem_limit) {
+  Device& d = *dev_;
+  const SpGraphParams& p = g.params;
+  std::vector<uint8_t*> bases;
+  for (uint32_t a = 0; a < g.arenas.size(); ++a) bases.push_back(d.model.arena(a));
+  cuda::ClusterPlan plan = cuda::plan_cluster_program(g, bases);
+  cluster_smem_ = cuda::cluster_kernel_smem(p, score_positions, kv_positions);
+  if (cluster_smem_ > smem_limit)
+    throw Error("cuda executor: the cluster program needs " + std::to_string(cluster_smem_) +
+                " bytes of shared memory a block; a block may have " + std::to_string(smem_limit) +
+                "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+  const uint32_t needed = std::max(p.n_kv_heads, plan.program.mlp_gangs);  // a kv head, an MLP gang a cluster
+  const uint32_t clusters = cuda::cluster_kernel_max_clusters(cluster_smem_);
+  const uint32_t wanted = opt_.workers ? opt_.workers / cuda::kClusterRanks : clusters;
+  if (std::min(wanted, clusters) < needed)
+    throw Error("cuda executor: the cluster program needs " + std::to_string(needed) + " clusters of " +
+                std::to_string(cuda::kClusterRanks) + " blocks (one a kv head, one an MLP gang); " +
+                std::to_string(std::min(wanted, clusters)) + " " +
+                (wanted < clusters ? "asked for (--workers / 8)" : "fit on this device"));
+  clusters_ = std::min(wanted, clusters);
+  blocks_ = clusters_ * cuda::kClusterRanks;
+  const size_t H = p.hidden;
+  d.cluster_layers = upload(plan.layers, "the cluster program's layers");
+  d.o_words = DeviceBuffer(2 * p.n_kv_heads * H * 8, "the cluster program's o_proj words");
+  d.mlp_words = DeviceBuffer(2 * plan.program.mlp_gangs * H * 8, "the cluster program's MLP words");
+  d.token_word = DeviceBuffer(8, "the cluster program's token word");
+  d.argmax = DeviceBuffer(size_t(blocks_) * sizeof(ArgmaxPartial), "the cluster program's argmax partials");
+  d.arrivals = DeviceBuffer(4, "the cluster program's arrivals");
+  for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.token_word})
+    SP_CUDA(cudaMemset(b->data(), 0, b->bytes()));  // flag 0: no layer's
+  d.program = plan.program;
+  d.program.layers = d.cluster_layers.as<const cuda::ClusterLayer>();
+  d.program.o_words = d.o_words.as<unsigned long long>();
+  d.program.mlp_words = d.mlp_words.as<unsigned long long>();
+  d.program.token_word = d.token_word.as<unsigned long long>();
+  d.program.argmax = d.argmax.as<ArgmaxPartial>();
+  d.program.arrivals = d.arrivals.as<uint32_t>();
+  d.program.control = d.control.as<cuda::RunControl>();
+}
+
+// One launch of the cluster program a `steps_per_launch` steps; the exchange words' flags go on
+// from launch to launch (zeroed again before they would wrap).
+void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positions, uint32_t kv_positions) {
+  Device& d = *dev_;
+  const uint32_t L = graph_.params.n_layers;
+  const uint32_t per_launch = opt_.steps_per_launch ? opt_.steps_per_launch : steps;
+  SP_CUDA(cudaMemsetAsync(d.arrivals.data(), 0, 4, d.stream.get()));
+  for (uint32_t done = 0; done < steps; done += per_launch) {
+    cuda::ClusterLaunch launch{};
+    launch.steps = std::min(per_launch, steps - done);
+    if (uint64_t(d.cluster_flag) + uint64_t(launch.steps) * L + 1 > UINT32_MAX) {
+      for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.token_word})
+        SP_CUDA(cudaMemsetAsync(b->data(), 0, b->bytes(), d.stream.get()));
+      d.cluster_flag = 0;
+    }
+    launch.first_step = steps_done_ + done;
+    launch.first_position = state().position + done;
+    launch.flag_base = d.cluster_flag;
+    launch.arrivals_base = done;
+    launch.clusters = clusters_;
+    launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
+    launch.score_positions = score_positions;
+    launch.kv_positions = kv_positions;
+    cuda::launch_cluster_kernel(d.program, launch, cluster_smem_, d.stream.get());
+    d.cluster_flag += launch.steps * L;
+  }
+}
+
 CudaExecutor::~CudaExecutor() = default;
 
 std::string CudaExecutor::describe() const {
@@ -349,6 +429,9 @@ std::string CudaExecutor::describe() const {
   if (opt_.cuda_mode != CudaMode::Megakernel)
     return std::string("cuda ") + cuda_mode_name(opt_.cuda_mode) + " (" + std::to_string(dev_->stages.size()) +
            " launches per step)" + on;
+  if (opt_.megakernel.cluster_program)
+    return "cuda megakernel, cluster program (" + std::to_string(clusters_) + " clusters of " +
+           std::to_string(cuda::kClusterRanks) + " blocks x 256 threads)" + on;
   const MegakernelTuning& t = opt_.megakernel;
   std::string knobs;
   if (t.blocks_per_sm != 1) knobs += ", " + std::to_string(t.blocks_per_sm) + " blocks/SM";
@@ -380,6 +463,8 @@ void CudaExecutor::run_steps(uint32_t steps) {
   if (state().temperature > 0.0f)
     throw Error("cuda executor: only greedy sampling (temperature 0) is implemented");
   if (steps == 0) return;
+  if (tracing_ && opt_.cuda_mode == CudaMode::Megakernel && opt_.megakernel.cluster_program)
+    throw Error("cuda executor: the cluster program records no per-task trace yet");
   run_on_device(steps);
   read_back(steps);
   steps_done_ += steps;
@@ -399,7 +484,9 @@ void CudaExecutor::run_on_device(uint32_t steps) {
                           cudaMemcpyHostToDevice, d.stream.get()));
 
   SP_CUDA(cudaEventRecord(d.start.get(), d.stream.get()));
-  if (opt_.cuda_mode == CudaMode::Megakernel) {
+  if (opt_.cuda_mode == CudaMode::Megakernel && opt_.megakernel.cluster_program) {
+    launch_cluster_program(steps, d.graph.attn_positions, d.graph.attn_kv_positions);
+  } else if (opt_.cuda_mode == CudaMode::Megakernel) {
     const uint32_t per_launch = opt_.steps_per_launch ? opt_.steps_per_launch : steps;
     const size_t claims_bytes = size_t(std::min(per_launch, steps)) * d.graph.n_stages * sizeof(uint32_t);
     if (d.stage_claims.bytes() < claims_bytes) d.stage_claims = DeviceBuffer(claims_bytes, "the stage claims");

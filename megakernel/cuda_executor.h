@@ -34,6 +34,8 @@ class CudaExecutor final : public Executor {
  private:
   struct Device;
   void run_on_device(uint32_t steps);
+  void prepare_cluster_program(const Graph& g, uint32_t score_positions, uint32_t kv_positions, size_t smem_limit);
+  void launch_cluster_program(uint32_t steps, uint32_t score_positions, uint32_t kv_positions);
   void read_back(uint32_t steps);
   std::string blocks_report() const;
 
@@ -50,6 +52,8 @@ class CudaExecutor final : public Executor {
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task
   bool broken_ = false;
+  uint32_t clusters_ = 0;     // the cluster program's clusters of 8 blocks (0: not that program)
+  size_t cluster_smem_ = 0;   // its dynamic shared memory a block
 };
 
 // True when the runtime sees a CUDA device; else `why` (if given) says what it reported.

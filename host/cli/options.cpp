@@ -121,6 +121,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                         "(--cuda-preload-kb) takes at least this many KiB may have it started during the dependency "
                         "wait of the block's task before, once its record is in, wherever that task leaves shared "
                         "memory free (the launch then takes all it may have); 0 = never");
+  cmd.add_flag("--cuda-cluster", flags.cuda_cluster,
+               "cuda megakernel only: run the graph as the cluster program (docs/two-hop-layer.md): each layer "
+               "in two global hops, a kv head's q, k, v, attention and o_proj piece on a cluster of 8 blocks, the "
+               "MLP on gangs of 8; the graph must be built with --kv-head-waits --o-proj-split 8 --attn-chunks 8 "
+               "--fused-mlp PIECES/8, greedy sampling, no trace yet");
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
@@ -176,6 +181,7 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.megakernel.blocks_per_sm = flags.cuda_blocks_per_sm;
   o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
   o.megakernel.copy_ahead_bytes = flags.cuda_copy_ahead_kb << 10;
+  o.megakernel.cluster_program = flags.cuda_cluster;
   o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
   o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
   o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;

@@ -42,6 +42,7 @@ struct ExecutorFlags {
   uint32_t cuda_blocks_per_sm = ExecutorOptions{}.megakernel.blocks_per_sm;
   uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
   uint32_t cuda_copy_ahead_kb = ExecutorOptions{}.megakernel.copy_ahead_bytes >> 10;
+  bool cuda_cluster = false;
   uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
   uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
   uint32_t cuda_l2_prefetch_distance = ExecutorOptions{}.megakernel.l2_prefetch_distance;

@@ -1,0 +1,544 @@
+// The cluster program (cluster_program.h): each decode step's layers in two global hops.
+//
+// Block (cluster c, rank r) of `clusters` clusters of 8 keeps its own copy of the hidden state
+// and, each layer:
+//  * front (c < 8, kv head c): normalises h, computes its (G+2)D/8 q, k, v rows and pushes them
+//    into its 7 peers' shared memory (st.async, completing on the peer's mbarrier); then, with
+//    the head's q, k and v, attention over chunk r of the positions, its partial rows pushed the
+//    same way; every rank merges all of them (same bits wherever merged) and computes o_proj's
+//    piece c (the head's columns) over its H/8 rows, stored as flagged words (value, flag);
+//  * every block sums the 8 pieces of each row, in piece order, into h_attn = r(h + r(y));
+//  * MLP (the last mlp_gangs clusters, piece 8k + r): normalises h_attn, computes its P
+//    activations and down's dots over its P columns, pushes each rank's share of the rows to
+//    that rank, which sums the gang's 8 in rank order into flagged words;
+//  * the next layer's h = r(h_attn + r(sum of the gangs' sums in gang order)), by every block.
+// The words carry the layer in their flag, so no release lies on a layer's path (a release
+// waits for the block's bulk operations in flight: docs/two-hop-layer.md). Two sets of words,
+// by layer parity, so a word is rewritten only after every block has read it. Once a step:
+// the LM head's rows over all blocks, each block's argmax partial counted in (release); the
+// last one samples, advances the step state and publishes the token (release, acquired by
+// every block's poll): that orders the step's KV cache rows before the next step's reads.
+#include "megakernel/cluster_kernel.h"
+
+#include <cooperative_groups.h>
+
+#include <cmath>
+
+#include "megakernel/bulk_copy.cuh"
+#include "megakernel/cuda_check.h"
+#include "megakernel/device_atomic.cuh"
+#include "megakernel/device_dot.cuh"
+#include "megakernel/device_failure.cuh"
+#include "megakernel/tile_attention.cuh"
+#include "megakernel/tile_layout.h"
+#include "megakernel/tile_mlp.cuh"
+#include "ops/attention.h"
+#include "ops/gemv.h"
+#include "ops/norm.h"
+#include "ops/sample.h"
+
+namespace spindle::cuda {
+namespace {
+
+constexpr uint32_t kThreads = 256;
+constexpr uint32_t kMaxPieces = 16;  // flagged sources of a row's sum: 8 o_proj pieces, up to 16 gangs
+
+// Floats a partial row {m, l, acc[D]} takes in the exchange: whole 16-byte pieces.
+__host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u + 3u) & ~3u; }
+
+// The program's buffers after attention's tile area, in bytes from the start of dynamic shared
+// memory (the tile area must start there: the attention helpers carve it from offset 0).
+struct Layout {
+  uint32_t h, hattn, xn, qkv, attn_out, act, mine, recv, weights, down, bars, end;
+};
+__host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T) {
+  const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
+  Layout l{};
+  uint32_t at = align16(attn_smem_bytes(G, D, p.rotary_dim, S, T, kClusterRanks, ps));
+  auto take = [&](uint32_t bytes) {
+    const uint32_t here = at;
+    at += align16(bytes);
+    return here;
+  };
+  l.h = take(H * 2);
+  l.hattn = take(H * 2);
+  l.xn = take(H * 2);
+  l.qkv = take((G + 2) * D * 2);
+  l.attn_out = take(G * D * 2);
+  l.act = take(64 * 2);
+  l.mine = take(G * ps * 4);
+  l.recv = take(G * kClusterRanks * ps * 4);
+  l.weights = take(G * kClusterRanks * 4);
+  l.down = take(H * 4);
+  l.bars = take(3 * 8);
+  l.end = at;
+  return l;
+}
+
+// A wait's bound and what it reports when it outlives it.
+struct Watch {
+  RunControl* control;
+  uint64_t start, bound;
+  DeviceFailure timeout;
+  uint32_t polls;
+  // False once the run was aborted or the wait outlived the bound (reported).
+  __device__ bool ok() {
+    if (++polls & 63u) return true;
+    if (run_aborted(control)) return false;
+    if (global_timer_ns() - start <= bound) return true;
+    report_failure(control, timeout);
+    return false;
+  }
+};
+
+__device__ inline Watch watch(const ClusterProgram& p, const ClusterLaunch& l, uint32_t task, uint32_t step,
+                              uint32_t counter, uint32_t flag) {
+  return {p.control, global_timer_ns(), l.watchdog_ns, {kFailWatchdog, task, step, counter, 0, flag}, 0};
+}
+
+__device__ __forceinline__ void store_word(unsigned long long* at, float v, uint32_t flag) {
+  const unsigned long long w = (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(v);
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(at), "l"(w) : "memory");
+}
+__device__ __forceinline__ unsigned long long load_word(const unsigned long long* at) {
+  unsigned long long w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(at) : "memory");
+  return w;
+}
+
+// Sum of n flagged words (word s at at + s * stride) once each carries `flag`, from the first in
+// order (split_sum's order); every word is loaded before any is checked. False: the wait failed.
+__device__ inline bool flagged_sum(const unsigned long long* at, size_t stride, uint32_t n, uint32_t flag, Watch& w,
+                                   float& sum) {
+  unsigned long long v[kMaxPieces];
+#pragma unroll
+  for (uint32_t s = 0; s < kMaxPieces; ++s)
+    if (s < n) v[s] = load_word(at + s * stride);
+  for (;;) {
+    bool all = true;
+#pragma unroll
+    for (uint32_t s = 0; s < kMaxPieces; ++s)
+      if (s < n && uint32_t(v[s] >> 32) != flag) {
+        all = false;
+        v[s] = load_word(at + s * stride);
+      }
+    if (all) break;
+    if (!w.ok()) return false;
+  }
+  sum = __uint_as_float(uint32_t(v[0]));
+#pragma unroll
+  for (uint32_t s = 1; s < kMaxPieces; ++s)
+    if (s < n) sum = sum + __uint_as_float(uint32_t(v[s]));
+  return true;
+}
+
+// out = r(base + r(Σ flagged pieces of each row)) over the H rows (bf16 in shared memory).
+__device__ inline bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words, uint32_t H,
+                                        uint32_t n, uint32_t flag, Watch& w) {
+  for (uint32_t i = threadIdx.x; i < H; i += kThreads) {
+    float y;
+    if (!flagged_sum(words + i, H, n, flag, w, y)) return false;
+    out[i] = to_bf16(widen<float>(base[i]) + widen<float>(to_bf16(y)));
+  }
+  return true;
+}
+
+// xn = RMSNorm(x) with weights w, all H elements (docs/numerics.md), by the block.
+__device__ inline void norm_into(const bf16* x, const bf16* w, bf16* xn, const SpGraphParams& p, float* scratch) {
+  if (warp_id() == 0) {
+    const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared>(x, x, p.hidden), p.hidden, p.rms_eps);
+    if (lane_id() == 0) scratch[0] = inv;
+  }
+  __syncthreads();
+  const float inv = scratch[0];
+  for (uint32_t k = threadIdx.x; k < p.hidden; k += kThreads)
+    xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(load_bf16<Src::Resident>(w + k)), p.norm_kind);
+  __syncthreads();
+}
+
+// Rows [0, n) of `row(i)` dotted with x (shared memory, K elements), 4 rows a warp at a time;
+// out(i, y) gets each dot once (lane 0).
+template <class Row, class Out>
+__device__ inline void dot_rows(uint32_t n, Row row, const bf16* x, uint32_t K, Out out) {
+  for (uint32_t i0 = 4 * warp_id(); i0 < n; i0 += 4 * (kThreads / 32)) {
+    const bf16* rows[4];
+#pragma unroll
+    for (uint32_t e = 0; e < 4; ++e) rows[e] = row(min(i0 + e, n - 1));
+    float y[4];
+    warp_dot_rows<Src::Weight, Src::Shared, 4, 2>(rows, x, K, y);
+    if (lane_id() == 0)
+#pragma unroll
+      for (uint32_t e = 0; e < 4; ++e)
+        if (i0 + e < n) out(i0 + e, y[e]);
+  }
+}
+
+// Peer `rank`'s shared-window address of this block's shared address `local`.
+__device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
+  return a;
+}
+// 16 bytes into a peer's shared memory, completing on the peer's mbarrier (no fence).
+__device__ __forceinline__ void push16(uint32_t addr, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+// Copies `bytes` (16-byte pieces) of this block's shared memory at `from` to `to` in every
+// rank of the cluster (this one too), completing on each one's mbarrier `bar`.
+__device__ inline void push_to_cluster(const void* from, uint32_t to, uint32_t bytes, uint32_t bar) {
+  const uint32_t pieces = bytes / 16;
+  for (uint32_t i = threadIdx.x; i < pieces * kClusterRanks; i += kThreads) {
+    const uint32_t rank = i / pieces, piece = i % pieces;
+    push16(peer_address(to + 16 * piece, rank), reinterpret_cast<const uint4*>(from)[piece], peer_address(bar, rank));
+  }
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Thread 0 waits for its mbarrier's phase; false when the run was aborted or the wait failed.
+__device__ inline bool wait_bar(uint32_t bar, uint32_t parity, Watch w) {
+  while (!mbar_test_wait(bar, parity))
+    if (!w.ok()) return false;
+  return true;
+}
+
+struct Block {
+  const ClusterProgram& p;
+  const ClusterLaunch& l;
+  uint8_t* smem;
+  Layout at;
+  uint32_t cluster, rank, G, D, H;
+  uint32_t phase[3];  // parity of each mbarrier's next phase
+  template <class T>
+  __device__ T* buf(uint32_t offset) const {
+    return reinterpret_cast<T*>(smem + offset);
+  }
+  __device__ uint32_t bar(uint32_t i) const { return smem_address(smem + at.bars + 8 * i); }
+};
+enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar };
+
+// Thread 0 posts what a receive brings (before or after its bytes land: the phase completes
+// when both have happened); every thread passes once it has landed.
+__device__ inline bool receive(Block& b, uint32_t which, uint32_t bytes, Watch w, bool& ok) {
+  if (threadIdx.x == 0) {
+    if (bytes) ok = ok && wait_bar(b.bar(which), b.phase[which], w);
+    b.phase[which] ^= 1u;
+  }
+  return __syncthreads_and(ok);
+}
+
+// The front gang's member: q, k, v rows, attention over its chunk, o_proj's piece of its head.
+__device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position, uint32_t step, uint32_t flag,
+                             unsigned long long* o_words) {
+  const SpGraphParams& p = b.p.params;
+  const uint32_t G = b.G, D = b.D, H = b.H, g = b.cluster, r = b.rank, n = position + 1;
+  const uint32_t rows = (G + 2) * D / kClusterRanks, ps = partial_stride(D);
+  const PositionRange range = chunk_positions(n, kClusterRanks, r);
+  const uint32_t used = nonempty_chunks(n, kClusterRanks);
+  bf16 *xn = b.buf<bf16>(b.at.xn), *qkv = b.buf<bf16>(b.at.qkv);
+  float* scratch = b.buf<float>(0);
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(b.bar(kQkvBar), (G + 2) * D * 2);
+    if (used) mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);
+  }
+  norm_into(b.buf<bf16>(b.at.h), L.in_norm, xn, p, scratch);
+  // Row i of the head's q | k | v rows.
+  bf16* mine = b.buf<bf16>(b.at.mine);
+  dot_rows(rows, [&](uint32_t i) {
+    const uint32_t gr = r * rows + i;
+    return gr < G * D ? L.wq + size_t(g * G * D + gr) * H
+         : gr < (G + 1) * D ? L.wk + size_t(g * D + gr - G * D) * H
+                            : L.wv + size_t(g * D + gr - (G + 1) * D) * H;
+  }, xn, H, [&](uint32_t i, float y) { mine[i] = to_bf16(y); });
+  __syncthreads();
+  push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
+  bool ok = true;
+  if (!receive(b, kQkvBar, 1, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
+
+  // Attention over chunk r, as attention_tile does it, with q, k and v from the gang's rows.
+  const uint32_t len = range.end - range.begin;
+  const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
+  bf16* K = L.kv + size_t(g) * p.context * b.p.kv_stride;
+  bf16* V = L.kv + size_t(p.n_kv_heads + g) * p.context * b.p.kv_stride;
+  const bf16* rope = b.p.rope + size_t(position) * b.p.rope_stride;
+  bf16* q = b.buf<bf16>(attn_q_offset());
+  bf16* kv = b.buf<bf16>(attn_kv_offset(G, D, a.score_positions));
+  bf16* kv_second = kv + size_t(a.kv_positions) * D;
+  float* partial = b.buf<float>(b.at.mine);
+  if (len) {
+    const bool appends = range.end == n, single = attn_single_stage(a, len);
+    const uint32_t cached = appends ? len - 1 : len;
+    if (single)
+      stage_rows(K + size_t(range.begin) * a.cache_stride, kv, V + size_t(range.begin) * a.cache_stride, kv_second,
+                 a.cache_stride, cached, D);
+    for (uint32_t w = warp_id(); w < (appends ? G + 2 : G); w += kThreads / 32) {
+      bf16* row = qkv + size_t(w) * D;  // q heads, then k, then v
+      if (w <= G) norm_rope_in_place(row, w < G ? L.q_norm : L.k_norm, rope, D, p.rotary_dim / 2, p.rms_eps, p.norm_kind);
+      if (w < G) continue;
+      bf16* cache_row = (w == G ? K : V) + size_t(position) * a.cache_stride;
+      for (uint32_t d = lane_id(); d < D; d += 32) cache_row[d] = row[d];
+    }
+    cp_async_wait_all();
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < G * D; i += kThreads) q[i] = qkv[i];
+    if (single && appends)
+      for (uint32_t d = threadIdx.x; d < 2 * D; d += kThreads)
+        (d < D ? kv : kv_second)[size_t(cached) * D + d % D] = qkv[(G + d / D) * D + d % D];
+    __syncthreads();
+    if (attn_warp_chunks(a, chunk_size(n, kClusterRanks))) {
+      const uint32_t j = warp_id();
+      if (j < G) {
+        const WarpPartial w = attn_warp_partial(a, q + size_t(j) * D, kv, kv_second, len);
+        float* row = partial + j * ps;
+        if (lane_id() == 0) row[0] = w.m, row[1] = w.l;
+#pragma unroll
+        for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+          if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
+      }
+    } else {
+      attn_chunk_partials(a, K, V, range, [&](uint32_t j) { return partial + j * ps; }, b.smem);
+    }
+    __syncthreads();
+    float* recv = b.buf<float>(b.at.recv);  // [head][chunk][ps]
+    for (uint32_t j = 0; j < G; ++j)
+      push_to_cluster(partial + j * ps, smem_address(recv + (j * kClusterRanks + r) * ps), ps * 4, b.bar(kPartialBar));
+  }
+  if (!receive(b, kPartialBar, used, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  float* recv = b.buf<float>(b.at.recv);
+  bf16* out = b.buf<bf16>(b.at.attn_out);
+  merge_heads([&](uint32_t j) { return recv + j * kClusterRanks * ps; }, MergeArea{b.buf<float>(b.at.weights), 0}, ps,
+              used, D, G, out, b.smem);
+  __syncthreads();
+
+  // o_proj's piece g (columns [g G D, (g + 1) G D)) over rows [r H/8, (r + 1) H/8).
+  const uint32_t o_rows = H / kClusterRanks;
+  dot_rows(o_rows, [&](uint32_t i) { return L.wo + size_t(r * o_rows + i) * b.p.o_stride + g * G * D; }, out, G * D,
+           [&](uint32_t i, float y) { store_word(o_words + size_t(g) * H + r * o_rows + i, y, flag); });
+  return true;
+}
+
+// The MLP gang's member holding piece 8k + r: its activations and down's dots over its columns,
+// each rank's share pushed to it; then the gang's sum of this rank's share.
+__device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t gang, uint32_t step, uint32_t flag,
+                           unsigned long long* mlp_words) {
+  const SpGraphParams& p = b.p.params;
+  const uint32_t H = b.H, P = b.p.mlp_piece, j = gang * kClusterRanks + b.rank, share = H / kClusterRanks;
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(b.bar(kDownBar), H * 4);
+  bf16 *xn = b.buf<bf16>(b.at.xn), *act = b.buf<bf16>(b.at.act);
+  float* scratch = b.buf<float>(0);
+  norm_into(b.buf<bf16>(b.at.hattn), L.post_norm, xn, p, scratch);
+  // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
+  dot_rows(2 * P, [&](uint32_t i) { return (i < P ? L.wg : L.wu) + size_t(j * P + i % P) * H; }, xn, H,
+           [&](uint32_t i, float y) { scratch[8 + i] = y; });
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < P; i += kThreads)
+    act[i] = swiglu(rounded(scratch[8 + i]), rounded(scratch[8 + P + i]));
+  __syncthreads();
+  // Down's dots of rows 4t .. 4t+3 over the piece's P columns (piece-major), to their rank.
+  const bf16* wd = L.wd + size_t(j) * H * P;
+  float* recv = b.buf<float>(b.at.down);  // [rank][share]
+  for (uint32_t i = 4 * threadIdx.x; i < H; i += 4 * kThreads) {
+    float d[4];
+#pragma unroll
+    for (uint32_t e = 0; e < 4; ++e) d[e] = thread_dot64(wd + size_t(i + e) * P, act, P);
+    const uint32_t to = i / share;
+    push16(peer_address(smem_address(recv + b.rank * share + i % share), to),
+           make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
+           peer_address(b.bar(kDownBar), to));
+  }
+  bool ok = true;
+  if (!receive(b, kDownBar, 1, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  for (uint32_t i = threadIdx.x; i < share; i += kThreads) {
+    float sum = recv[i];
+    for (uint32_t m = 1; m < kClusterRanks; ++m) sum = sum + recv[m * share + i];
+    store_word(mlp_words + size_t(gang) * H + b.rank * share + i, sum, flag);
+  }
+  return true;
+}
+
+// The argmax partial {value, index} that comes first of a and b (ops/argmax.h's order: the
+// larger value, then the earlier index; NaN never wins).
+__device__ inline ArgmaxPartial first_best(ArgmaxPartial a, ArgmaxPartial b) {
+  const bool b_nan = b.value != b.value, a_nan = a.value != a.value;
+  if (b_nan) return a;
+  if (a_nan || b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
+  return a;
+}
+
+// The LM head's rows of this block, their logits and the block's argmax partial; the last block
+// to count its partial in chooses the token, advances the step state and publishes the token.
+__device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, uint32_t token_flag) {
+  const ClusterProgram& p = b.p;
+  const uint32_t V = p.params.vocab, blocks = gridDim.x, each = (V + blocks - 1) / blocks;
+  const uint32_t r0 = min(blockIdx.x * each, V), r1 = min(r0 + each, V);
+  bf16* xn = b.buf<bf16>(b.at.xn);
+  float* scratch = b.buf<float>(0);
+  norm_into(b.buf<bf16>(b.at.h), p.final_norm, xn, p.params, scratch);
+  ArgmaxPartial best = argmax_none(r0);
+  dot_rows(r1 - r0, [&](uint32_t i) { return p.lm_head + size_t(r0 + i) * p.lm_rows_stride; }, xn, p.params.hidden,
+           [&](uint32_t i, float y) {
+             const float v = bf16_to_f32(to_bf16(y));
+             p.logits[r0 + i] = v;
+             argmax_offer(best, v, r0 + i);
+           });
+  ArgmaxPartial* warp_best = b.buf<ArgmaxPartial>(16);
+  if (lane_id() == 0) warp_best[warp_id()] = best;
+  __syncthreads();
+  __shared__ uint32_t s_last;
+  if (threadIdx.x == 0) {
+    for (uint32_t w = 1; w < kThreads / 32; ++w) best = first_best(best, warp_best[w]);
+    p.argmax[blockIdx.x] = best;
+    const uint32_t target = blocks * (b.l.arrivals_base + s + 1);
+    s_last = DeviceAtomic(*p.arrivals).fetch_add(1u, kAcqRel) + 1 == target;
+  }
+  __syncthreads();
+  if (!s_last || threadIdx.x != 0) return true;
+  SpStepState st = *p.state;
+  if (st.step >= p.params.max_steps) {
+    report_failure(p.control, {kFailStepRange, p.sample_task, step, SP_NO_COUNTER, st.step, p.params.max_steps});
+    return false;
+  }
+  uint32_t next;
+  if (step_is_forced(st)) {
+    next = load_data(p.forced_tokens + st.step + 1);
+  } else {
+    auto partial = [&](uint32_t k) {
+      const uint2 w = __ldcg(reinterpret_cast<const uint2*>(p.argmax + k));
+      return ArgmaxPartial{__uint_as_float(w.x), w.y};
+    };
+    ArgmaxPartial all = partial(0);
+    for (uint32_t k = 1; k < blocks; ++k) argmax_offer(all, partial(k).value, partial(k).index);
+    next = all.index;
+  }
+  advance_step(st, next, p.out_tokens);
+  *p.state = st;
+  const unsigned long long w = (static_cast<unsigned long long>(token_flag) << 32) | next;
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p.token_word), "l"(w) : "memory");
+  return true;
+}
+
+// The next step's token, once the last block of step `s - 1` has published it.
+__device__ inline bool poll_token(const ClusterProgram& p, const ClusterLaunch& l, uint32_t step, uint32_t flag,
+                                  uint32_t& token) {
+  Watch w = watch(p, l, p.sample_task, step, p.sample_counter, flag);
+  for (;;) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p.token_word) : "memory");
+    if (uint32_t(v >> 32) == flag) {
+      token = uint32_t(v);
+      return true;
+    }
+    if (!w.ok()) return false;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgram p, const ClusterLaunch l) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint32_t s_token;
+  const SpGraphParams& prm = p.params;
+  Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions), blockIdx.x / kClusterRanks, cluster_rank(),
+          prm.n_heads / prm.n_kv_heads, prm.head_dim, prm.hidden, {0, 0, 0}};
+  if (threadIdx.x == 0) {
+    for (uint32_t i = 0; i < 3; ++i) mbar_init(b.bar(i), 1);
+    mbar_init_fence();
+  }
+  cluster_sync();  // every peer's mbarriers exist before anything is pushed to them
+  const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
+  const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
+  bf16 *h = b.buf<bf16>(b.at.h), *hattn = b.buf<bf16>(b.at.hattn);
+  auto o_words = [&](uint32_t flag) { return p.o_words + size_t(flag & 1u) * prm.n_kv_heads * H; };
+  auto mlp_words = [&](uint32_t flag) { return p.mlp_words + size_t(flag & 1u) * p.mlp_gangs * H; };
+  bool ok = true;
+  for (uint32_t s = 0; s < l.steps && ok; ++s) {
+    const uint32_t step = l.first_step + s, position = l.first_position + s, first_flag = l.flag_base + s * L;
+    if (threadIdx.x == 0) {
+      if (s == 0) s_token = load_data(&p.state->token);
+      else ok = poll_token(p, l, step, first_flag, s_token);
+      if (ok && s_token >= prm.vocab) {
+        report_failure(p.control, {kFailTokenRange, p.embed_task, step, SP_NO_COUNTER, s_token, prm.vocab});
+        ok = false;
+      }
+      if (ok && position >= prm.context) {
+        report_failure(p.control,
+                       {kFailPositionRange, p.layers[0].attention_task, step, SP_NO_COUNTER, position, prm.context});
+        ok = false;
+      }
+    }
+    if (!__syncthreads_and(ok)) break;
+    for (uint32_t k = threadIdx.x; k < H; k += kThreads)
+      h[k] = load_bf16<Src::Weight>(p.embed + size_t(s_token) * p.embed_stride + k);
+    __syncthreads();
+    for (uint32_t layer = 0; layer < L && ok; ++layer) {
+      const ClusterLayer& Ly = p.layers[layer];
+      const uint32_t flag = first_flag + layer + 1;
+      if (layer > 0) {
+        const ClusterLayer& before = p.layers[layer - 1];
+        Watch w = watch(p, l, before.mlp_task, step, before.mlp_counter, flag - 1);
+        ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(flag - 1), H, p.mlp_gangs, flag - 1, w));
+        if (!ok) break;
+      }
+      if (is_front && !front(b, Ly, position, step, flag, o_words(flag))) ok = false;
+      __syncthreads();
+      if (!ok) break;
+      Watch w = watch(p, l, Ly.o_proj_task, step, Ly.o_proj_counter, flag);
+      ok = __syncthreads_and(add_flagged_rows(h, hattn, o_words(flag), H, prm.n_kv_heads, flag, w));
+      if (ok && is_mlp && !mlp(b, Ly, b.cluster - mlp_first, step, flag, mlp_words(flag))) ok = false;
+      __syncthreads();
+    }
+    if (!ok) break;
+    const uint32_t last = first_flag + L;
+    Watch w = watch(p, l, p.layers[L - 1].mlp_task, step, p.layers[L - 1].mlp_counter, last);
+    ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(last), H, p.mlp_gangs, last, w));
+    if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
+  }
+  cluster_sync();  // no block leaves while a peer may still push into its shared memory
+}
+
+}  // namespace
+
+size_t cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions) {
+  return layout(p, score_positions, kv_positions).end;
+}
+
+namespace {
+cudaLaunchConfig_t launch_config(uint32_t clusters, size_t smem, cudaStream_t stream, cudaLaunchAttribute& cluster) {
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kClusterRanks;
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(clusters * kClusterRanks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+}  // namespace
+
+uint32_t cluster_kernel_max_clusters(size_t smem) {
+  SP_CUDA(cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  cudaLaunchAttribute cluster{};
+  const cudaLaunchConfig_t cfg = launch_config(1, smem, nullptr, cluster);
+  int clusters = 0;
+  SP_CUDA(cudaOccupancyMaxActiveClusters(&clusters, cluster_kernel, &cfg));
+  return uint32_t(clusters);
+}
+
+void launch_cluster_kernel(const ClusterProgram& program, const ClusterLaunch& launch, size_t smem,
+                           cudaStream_t stream) {
+  cudaLaunchAttribute cluster{};
+  const cudaLaunchConfig_t cfg = launch_config(launch.clusters, smem, stream, cluster);
+  cuda_check(cudaLaunchKernelEx(&cfg, cluster_kernel, program, launch), "cluster_kernel<<<>>>");
+}
+
+}  // namespace spindle::cuda

@@ -1,0 +1,33 @@
+// The cluster program's persistent kernel (cluster_program.h, docs/two-hop-layer.md): one
+// launch of `clusters` clusters of 8 blocks runs `steps` decode steps of a graph built for it.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "megakernel/cluster_program.h"
+
+namespace spindle::cuda {
+
+struct ClusterLaunch {
+  uint32_t first_step;      // executor step of the launch's first step (failure reports)
+  uint32_t first_position;  // that step's position; every step adds one
+  uint32_t steps;
+  uint32_t flag_base;       // the exchange words' flags of this launch are flag_base + 1 on
+  uint32_t arrivals_base;   // argmax arrivals counted before this launch, since the run's start
+  uint32_t clusters;
+  uint64_t watchdog_ns;     // a wait longer than this fails the run
+  uint32_t score_positions, kv_positions;  // attention's shared memory (tile_layout.h)
+};
+
+// The launch's dynamic shared memory: attention's tile area, then the program's buffers.
+size_t cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions);
+
+// Clusters of 8 that can be co-resident with `smem` bytes of dynamic shared memory a block.
+uint32_t cluster_kernel_max_clusters(size_t smem);
+
+void launch_cluster_kernel(const ClusterProgram& program, const ClusterLaunch& launch, size_t smem,
+                           cudaStream_t stream);
+
+}  // namespace spindle::cuda

@@ -1,0 +1,199 @@
+#include "megakernel/cluster_program.h"
+
+#include "tasks/error.h"
+#include "tasks/gang.h"
+#include "tasks/gemv_piece.h"
+#include "tasks/gemv_split.h"
+#include "tasks/mlp_shape.h"
+
+namespace spindle::cuda {
+namespace {
+
+// The tasks of one layer that the program reads its operands from (the first of each kind).
+struct LayerTasks {
+  const SpTask *attention = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *o_proj = nullptr, *mlp = nullptr;
+  uint32_t attention_index = 0, o_proj_index = 0, mlp_index = 0;
+  GemvSplit o_split;
+};
+
+struct TailTasks {
+  const SpTask *embed = nullptr, *lm_head = nullptr, *sample = nullptr;
+  uint32_t embed_index = 0, lm_head_index = 0, sample_index = 0;
+};
+
+struct Found {
+  std::vector<LayerTasks> layers;
+  TailTasks tail;
+  std::string problem;
+};
+
+// How a graph for the program is built.
+std::string build_hint(const SpGraphParams& p) {
+  return " (build with --kv-head-waits --o-proj-split " + std::to_string(p.n_kv_heads) +
+         " --attn-chunks 8 --fused-mlp PIECES/8)";
+}
+
+uint64_t view_begin(const Graph& g, uint32_t v) { return sp_view_offset(g.views[v]); }
+
+bool same_place(const Graph& g, uint32_t a, uint32_t b) {
+  return g.views[a].arena == g.views[b].arena && view_begin(g, a) == view_begin(g, b);
+}
+
+// Which of q, k, v a GEMV writes: its output's place in the attention's qkv view.
+const SpTask** qkv_slot(const Graph& g, LayerTasks& lt, const SpTask& t) {
+  const SpView &out = g.views[t.operand[3]], &qkv = g.views[lt.attention->operand[0]];
+  if (out.arena != qkv.arena) return nullptr;
+  const SpGraphParams& p = g.params;
+  const uint64_t at = (view_begin(g, t.operand[3]) - view_begin(g, lt.attention->operand[0])) / 2;
+  if (at == 0) return &lt.q;
+  if (at == uint64_t(p.n_heads) * p.head_dim) return &lt.k;
+  if (at == uint64_t(p.n_heads + p.n_kv_heads) * p.head_dim) return &lt.v;
+  return nullptr;
+}
+
+Found find_tasks(const Graph& g) {
+  const SpGraphParams& p = g.params;
+  Found f;
+  f.layers.resize(p.n_layers);
+  auto fail = [&](const std::string& why) {
+    if (f.problem.empty()) f.problem = why;
+  };
+  for (uint32_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    if (t.op == SP_OP_ATTENTION && t.layer < p.n_layers && !f.layers[t.layer].attention)
+      f.layers[t.layer].attention = &t, f.layers[t.layer].attention_index = i;
+  }
+  for (uint32_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    if (t.layer >= p.n_layers) {
+      TailTasks& tail = f.tail;
+      if (t.op == SP_OP_EMBED && !tail.embed) tail.embed = &t, tail.embed_index = i;
+      if (t.op == SP_OP_GEMV && (t.operand[5] & 1u) && !tail.lm_head) tail.lm_head = &t, tail.lm_head_index = i;
+      if (t.op == SP_OP_SAMPLE && !tail.sample) tail.sample = &t, tail.sample_index = i;
+      continue;
+    }
+    LayerTasks& lt = f.layers[t.layer];
+    const std::string layer = "layer " + std::to_string(t.layer) + ": ";
+    if (!lt.attention) {
+      fail(layer + "no attention task");
+      continue;
+    }
+    if (t.op == SP_OP_GEMV && t.operand[1] == lt.attention->operand[6]) {  // o_proj as a split GEMV
+      if (!lt.o_proj) lt.o_proj = &t, lt.o_proj_index = i, lt.o_split = gemv_split(t.operand[7]);
+    } else if (t.op == SP_OP_GEMV_PIECE) {
+      if (!lt.o_proj || gemv_piece(t).index < gemv_piece(*lt.o_proj).index)
+        lt.o_proj = &t, lt.o_proj_index = i, lt.o_split = gemv_piece(t).split;
+    } else if (t.op == SP_OP_GEMV) {
+      const SpTask** slot = qkv_slot(g, lt, t);
+      if (!slot) fail(layer + "a projection that is neither q, k, v nor o_proj");
+      else if (!*slot) *slot = &t;
+      if (gemv_split(t.operand[7]).pieces > 1) fail(layer + "q, k or v is split");
+    } else if (t.op == SP_OP_MLP) {
+      if (!lt.mlp) lt.mlp = &t, lt.mlp_index = i;
+    } else if (t.op != SP_OP_ATTENTION) {
+      fail(layer + "a " + std::string(sp_opcode_name(t.op) ? sp_opcode_name(t.op) : "unknown") + " task" +
+           build_hint(p));
+    }
+  }
+  return f;
+}
+
+std::string check(const Graph& g, const Found& f) {
+  const SpGraphParams& p = g.params;
+  const uint32_t group = p.n_kv_heads ? p.n_heads / p.n_kv_heads : 0;
+  if (p.n_kv_heads != kClusterRanks)
+    return std::to_string(p.n_kv_heads) + " kv heads; the program has one cluster of " +
+           std::to_string(kClusterRanks) + " blocks a kv head and runs 8 of them";
+  if (p.attn_chunks != kClusterRanks) return "attention is in " + std::to_string(p.attn_chunks) + " chunks, not 8 (--attn-chunks 8)";
+  if ((group + 2) * p.head_dim % (kClusterRanks * 8))
+    return "a kv head's q, k and v rows do not cut into 8 ranks of whole octets";
+  if (p.hidden % (kClusterRanks * 4)) return "the hidden size is not a multiple of 32";
+  if (!f.problem.empty()) return f.problem;
+  if (!f.tail.embed || !f.tail.lm_head || !f.tail.sample) return "no embed, LM head (argmax) or sample task";
+  if (gemv_split(f.tail.lm_head->operand[7]).pieces > 1) return "the LM head is split";
+  const uint32_t hidden = f.tail.embed->operand[1];
+  for (uint32_t l = 0; l < p.n_layers; ++l) {
+    const LayerTasks& lt = f.layers[l];
+    const std::string layer = "layer " + std::to_string(l) + ": ";
+    if (!lt.attention || !lt.q || !lt.k || !lt.v || !lt.o_proj || !lt.mlp)
+      return layer + "not q, k, v, attention, o_proj and an MLP gang" + build_hint(p);
+    if (lt.o_split.pieces != p.n_kv_heads || lt.o_split.group != p.n_kv_heads)
+      return layer + "o_proj is not split into one piece a kv head in one group (--o-proj-split " +
+             std::to_string(p.n_kv_heads) + ")";
+    for (const SpTask* t : {lt.q, lt.k, lt.v})
+      if (!same_place(g, t->operand[1], hidden) || t->operand[2] == SP_NO_VIEW)
+        return layer + "q, k and v do not normalise the hidden state";
+    const uint32_t o_residual = lt.o_proj->op == SP_OP_GEMV ? lt.o_proj->operand[4] : lt.o_proj->operand[3];
+    if (o_residual == SP_NO_VIEW || !same_place(g, o_residual, hidden)) return layer + "o_proj does not add the hidden state";
+    const MlpShape s = mlp_shape(*lt.mlp, g.views[lt.mlp->operand[2]]);
+    if (s.width != kClusterRanks) return layer + "MLP gangs of " + std::to_string(s.width) + ", not 8 (--fused-mlp PIECES/8)";
+    if (s.piece > 64) return layer + "MLP pieces of " + std::to_string(s.piece) + " columns; the program takes 64 at most";
+    if (!same_place(g, lt.mlp->operand[3], hidden)) return layer + "the MLP does not update the hidden state";
+  }
+  return "";
+}
+
+template <class T>
+T* address(const Graph& g, const std::vector<uint8_t*>& bases, uint32_t v) {
+  return reinterpret_cast<T*>(bases[g.views[v].arena] + view_begin(g, v));
+}
+
+}  // namespace
+
+std::string cluster_program_problem(const Graph& g) { return check(g, find_tasks(g)); }
+
+ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& bases) {
+  const Found f = find_tasks(g);
+  if (const std::string why = check(g, f); !why.empty())
+    throw Error("cuda executor: the graph cannot run as the cluster program: " + why);
+  const SpGraphParams& p = g.params;
+  ClusterPlan plan;
+  for (const LayerTasks& lt : f.layers) {
+    const SpTask &a = *lt.attention, &m = *lt.mlp;
+    ClusterLayer L{};
+    L.wq = address<const bf16>(g, bases, lt.q->operand[0]);
+    L.wk = address<const bf16>(g, bases, lt.k->operand[0]);
+    L.wv = address<const bf16>(g, bases, lt.v->operand[0]);
+    L.wo = address<const bf16>(g, bases, lt.o_proj->operand[0]);  // the first piece's columns, or the whole row
+    L.wg = address<const bf16>(g, bases, m.operand[0]);
+    L.wu = address<const bf16>(g, bases, m.operand[1]);
+    L.wd = address<const bf16>(g, bases, m.operand[2]);
+    L.in_norm = address<const bf16>(g, bases, lt.q->operand[2]);
+    L.post_norm = address<const bf16>(g, bases, m.operand[4]);
+    L.q_norm = address<const bf16>(g, bases, a.operand[1]);
+    L.k_norm = address<const bf16>(g, bases, a.operand[2]);
+    L.kv = address<bf16>(g, bases, a.operand[3]);
+    L.attention_task = lt.attention_index;
+    L.o_proj_task = lt.o_proj_index;
+    L.mlp_task = lt.mlp_index;
+    L.o_proj_counter = lt.o_proj->signal_counter;
+    L.mlp_counter = m.signal_counter;
+    plan.layers.push_back(L);
+    plan.program.o_stride = g.views[lt.o_proj->operand[0]].row_stride;
+    plan.program.kv_stride = g.views[a.operand[3]].row_stride;
+    plan.program.rope_stride = g.views[a.operand[4]].row_stride;
+    plan.program.rope = address<const bf16>(g, bases, a.operand[4]);
+    const MlpShape s = mlp_shape(m, g.views[m.operand[2]]);
+    plan.program.mlp_piece = s.piece;
+    plan.program.mlp_gangs = s.gangs;
+  }
+  ClusterProgram& c = plan.program;
+  c.params = p;
+  const TailTasks& t = f.tail;
+  c.embed = address<const bf16>(g, bases, t.embed->operand[0]);
+  c.embed_stride = g.views[t.embed->operand[0]].row_stride;
+  c.lm_head = address<const bf16>(g, bases, t.lm_head->operand[0]);
+  c.lm_rows_stride = g.views[t.lm_head->operand[0]].row_stride;
+  c.final_norm = address<const bf16>(g, bases, t.lm_head->operand[2]);
+  c.logits = address<float>(g, bases, t.lm_head->operand[3]);
+  c.forced_tokens = address<const uint32_t>(g, bases, t.sample->operand[3]);
+  c.out_tokens = address<uint32_t>(g, bases, t.sample->operand[4]);
+  c.state = reinterpret_cast<SpStepState*>(bases[SP_ARENA_STATE]);
+  c.embed_task = t.embed_index;
+  c.lm_head_task = t.lm_head_index;
+  c.sample_task = t.sample_index;
+  c.sample_counter = t.sample->signal_counter;
+  return plan;
+}
+
+}  // namespace spindle::cuda

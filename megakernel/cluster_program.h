@@ -1,0 +1,67 @@
+// The two-hop layer's persistent kernel (cluster_kernel.cu, docs/two-hop-layer.md) runs a
+// graph whose dense layers were built for it (`--kv-head-waits --o-proj-split KV_HEADS
+// --attn-chunks 8 --fused-mlp PIECES/8`) as one program: each block holds a fixed role a
+// layer (its kv head's front gang rank, its MLP piece), the gangs are thread-block clusters
+// of 8, and the graph's tasks are read once, on the host, into this record of pointers. Its
+// results are the graph's bits: every sum runs in the order the graph's tasks define.
+#pragma once
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "megakernel/device_records.h"
+#include "ops/argmax.h"
+#include "ops/bf16.h"
+#include "tasks/graph.h"
+
+namespace spindle::cuda {
+
+constexpr uint32_t kClusterRanks = 8;  // blocks a cluster: a kv head's front gang, an MLP gang
+
+// One layer's weights and cache, and the graph tasks and counters a failure names.
+struct ClusterLayer {
+  const bf16 *wq, *wk, *wv;  // [Hq*D, H], [Hkv*D, H], [Hkv*D, H]; rows H apart
+  const bf16* wo;            // [H, Hq*D], rows o_stride apart
+  const bf16 *wg, *wu;       // [I, H], rows H apart
+  const bf16* wd;            // piece-major (repack_down.h): piece j's H rows of P from j*H*P
+  const bf16 *in_norm, *post_norm, *q_norm, *k_norm;
+  bf16* kv;                  // K row g*context + t, V row (Hkv + g)*context + t, kv_stride apart
+  uint32_t attention_task, o_proj_task, mlp_task;
+  uint32_t o_proj_counter, mlp_counter;
+};
+
+struct ClusterProgram {
+  const ClusterLayer* layers;  // device memory, n_layers of them
+  SpGraphParams params;
+  uint32_t o_stride, kv_stride, rope_stride;
+  uint32_t mlp_piece, mlp_gangs;  // P intermediate columns a member; gangs of kClusterRanks
+  uint32_t lm_rows_stride;
+  const bf16 *embed, *final_norm, *lm_head, *rope;
+  uint32_t embed_stride;
+  float* logits;
+  const uint32_t* forced_tokens;
+  uint32_t* out_tokens;
+  SpStepState* state;
+  uint32_t embed_task, lm_head_task, sample_task, sample_counter;
+  // The kernel's own exchange memory (cluster_kernel.cu): the global hops' flagged words,
+  // [2 (layer parity)][Hkv][H] o_proj pieces and [2][gangs][H] gang sums, the next token's
+  // word, each block's argmax partial and the per-run arrivals of those partials.
+  unsigned long long *o_words, *mlp_words, *token_word;
+  ArgmaxPartial* argmax;
+  uint32_t* arrivals;
+  RunControl* control;
+};
+
+// Why the graph cannot run as the cluster program, or an empty string when it can.
+std::string cluster_program_problem(const Graph& g);
+
+// The graph's layers as the host resolves them (views → device addresses at `bases`, the
+// arenas' device addresses); throws spindle::Error with cluster_program_problem's reason.
+struct ClusterPlan {
+  ClusterProgram program{};  // layers, exchange memory and control left for the executor
+  std::vector<ClusterLayer> layers;
+};
+ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& bases);
+
+}  // namespace spindle::cuda
