@@ -20,10 +20,6 @@
 // every block's poll): that orders the step's KV cache rows before the next step's reads.
 #include "megakernel/cluster_kernel.h"
 
-#include <cooperative_groups.h>
-
-#include <cmath>
-
 #include "megakernel/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
@@ -41,7 +37,7 @@ namespace spindle::cuda {
 namespace {
 
 constexpr uint32_t kThreads = 256;
-constexpr uint32_t kMaxPieces = 16;  // flagged sources of a row's sum: 8 o_proj pieces, up to 16 gangs
+constexpr uint32_t kMaxPieces = kClusterMaxGangs;  // flagged sources of a row's sum (8 o_proj pieces, the gangs)
 
 // Floats a partial row {m, l, acc[D]} takes in the exchange: whole 16-byte pieces.
 __host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u + 3u) & ~3u; }
@@ -217,7 +213,7 @@ struct Block {
   uint8_t* smem;
   Layout at;
   uint32_t cluster, rank, G, D, H;
-  uint32_t phase[3];  // parity of each mbarrier's next phase
+  uint32_t phase[3];  // thread 0's: the parity of each mbarrier's next phase
   template <class T>
   __device__ T* buf(uint32_t offset) const {
     return reinterpret_cast<T*>(smem + offset);
@@ -226,11 +222,11 @@ struct Block {
 };
 enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar };
 
-// Thread 0 posts what a receive brings (before or after its bytes land: the phase completes
-// when both have happened); every thread passes once it has landed.
-__device__ inline bool receive(Block& b, uint32_t which, uint32_t bytes, Watch w, bool& ok) {
+// Every thread passes once the bytes thread 0 posted for mbarrier `which` (before or after they
+// land: the phase completes when both have happened) have landed.
+__device__ inline bool receive(Block& b, uint32_t which, Watch w, bool& ok) {
   if (threadIdx.x == 0) {
-    if (bytes) ok = ok && wait_bar(b.bar(which), b.phase[which], w);
+    ok = ok && wait_bar(b.bar(which), b.phase[which], w);
     b.phase[which] ^= 1u;
   }
   return __syncthreads_and(ok);
@@ -248,7 +244,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
   float* scratch = b.buf<float>(0);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(b.bar(kQkvBar), (G + 2) * D * 2);
-    if (used) mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);
+    mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);  // used >= 1: chunk 0 holds position 0
   }
   norm_into(b.buf<bf16>(b.at.h), L.in_norm, xn, p, scratch);
   // Row i of the head's q | k | v rows.
@@ -262,7 +258,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
   __syncthreads();
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
   bool ok = true;
-  if (!receive(b, kQkvBar, 1, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  if (!receive(b, kQkvBar, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
 
   // Attention over chunk r, as attention_tile does it, with q, k and v from the gang's rows.
   const uint32_t len = range.end - range.begin;
@@ -312,7 +308,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
     for (uint32_t j = 0; j < G; ++j)
       push_to_cluster(partial + j * ps, smem_address(recv + (j * kClusterRanks + r) * ps), ps * 4, b.bar(kPartialBar));
   }
-  if (!receive(b, kPartialBar, used, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  if (!receive(b, kPartialBar, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
   float* recv = b.buf<float>(b.at.recv);
   bf16* out = b.buf<bf16>(b.at.attn_out);
   merge_heads([&](uint32_t j) { return recv + j * kClusterRanks * ps; }, MergeArea{b.buf<float>(b.at.weights), 0}, ps,
@@ -356,7 +352,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t gang, uint3
            peer_address(b.bar(kDownBar), to));
   }
   bool ok = true;
-  if (!receive(b, kDownBar, 1, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  if (!receive(b, kDownBar, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0), ok)) return false;
   for (uint32_t i = threadIdx.x; i < share; i += kThreads) {
     float sum = recv[i];
     for (uint32_t m = 1; m < kClusterRanks; ++m) sum = sum + recv[m * share + i];

@@ -128,6 +128,8 @@ std::string check(const Graph& g, const Found& f) {
     const MlpShape s = mlp_shape(*lt.mlp, g.views[lt.mlp->operand[2]]);
     if (s.width != kClusterRanks) return layer + "MLP gangs of " + std::to_string(s.width) + ", not 8 (--fused-mlp PIECES/8)";
     if (s.piece > 64) return layer + "MLP pieces of " + std::to_string(s.piece) + " columns; the program takes 64 at most";
+    if (s.gangs > kClusterMaxGangs)
+      return layer + std::to_string(s.gangs) + " MLP gangs; the program takes " + std::to_string(kClusterMaxGangs) + " at most";
     if (!same_place(g, lt.mlp->operand[3], hidden)) return layer + "the MLP does not update the hidden state";
   }
   return "";

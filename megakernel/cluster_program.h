@@ -17,7 +17,8 @@
 
 namespace spindle::cuda {
 
-constexpr uint32_t kClusterRanks = 8;  // blocks a cluster: a kv head's front gang, an MLP gang
+constexpr uint32_t kClusterRanks = 8;      // blocks a cluster: a kv head's front gang, an MLP gang
+constexpr uint32_t kClusterMaxGangs = 16;  // MLP gangs (clusters) whose sums a row adds at most
 
 // One layer's weights and cache, and the graph tasks and counters a failure names.
 struct ClusterLayer {

@@ -17,18 +17,6 @@ using namespace spindle;
 
 namespace {
 
-// qwen3-0.6b's graph as the cluster program takes it: a kv head's q, k and v a stage, o_proj
-// summed over the kv heads' columns, 8 attention chunks, the MLP in 96 pieces in gangs of 8.
-Graph cluster_graph(const ModelWeights& w, uint32_t context) {
-  BuildOptions o;
-  o.context = context;
-  o.attn_chunks = 8;
-  o.o_proj_split = {8, 0};
-  o.fused_mlp = {96, 8};
-  o.kv_head_waits = true;
-  return build_decode_graph(w, o);
-}
-
 ExecutorOptions cuda_options(CudaMode mode, bool cluster, uint32_t workers = 0) {
   ExecutorOptions o;
   o.kind = ExecutorKind::Cuda;
@@ -46,20 +34,15 @@ Decoded decode_from(Executor& ex, const Graph& g, const std::vector<uint32_t>& p
   return d;
 }
 
-const ModelWeights& qwen06b() {
-  static const ModelWeights w = load_model("synthetic:qwen3-0.6b");
-  return w;
-}
-
 }  // namespace
 
 TEST_CASE("qwen3-0.6b built for the cluster program: it gives the sequential reference's tokens and logits") {
-  const Graph g = cluster_graph(qwen06b(), 128);
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
-  const Decoded expect = run_decode(g, qwen06b(), {ExecutorKind::Sequential}, prompt, 3);
+  const Decoded expect = run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 3);
   for (uint32_t workers : {0u, 96u}) {  // every co-resident cluster, and the 12 it needs
     CAPTURE(workers);
-    CudaExecutor ex(g, qwen06b(), cuda_options(CudaMode::Megakernel, true, workers));
+    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, workers));
     CAPTURE(ex.describe());
     CHECK(ex.describe().find("cluster program") != std::string::npos);
     check_same(run_decode(ex, g, prompt, 3), expect);
@@ -67,7 +50,7 @@ TEST_CASE("qwen3-0.6b built for the cluster program: it gives the sequential ref
 }
 
 TEST_CASE("the cluster program matches the per-op mode at short, long and staged chunks, one launch or several") {
-  const Graph g = cluster_graph(qwen06b(), 1024);
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster, 1024);
   const std::vector<uint32_t> prompt = {5, 77};
   for (uint32_t kv_kb : {0u, 4u})  // 4 KiB: K and V rows 8 positions at a time, scores twice
     for (uint32_t start : {0u, 20u, 130u, 700u}) {
@@ -79,7 +62,7 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
         o->megakernel.attn_score_bytes = kv_kb << 10;
       }
       cluster.steps_per_launch = 2;
-      CudaExecutor expect_ex(g, qwen06b(), per_op), got_ex(g, qwen06b(), cluster);
+      CudaExecutor expect_ex(g, qwen06b_weights(), per_op), got_ex(g, qwen06b_weights(), cluster);
       check_same(decode_from(got_ex, g, prompt, 3, start), decode_from(expect_ex, g, prompt, 3, start));
     }
 }
@@ -87,14 +70,14 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
 TEST_CASE("the cluster program refuses a graph not built for it, too few clusters and a trace, saying why") {
   BuildOptions plain;
   plain.context = 128;
-  const Graph g = build_decode_graph(qwen06b(), plain);
-  std::string msg = error_of([&] { CudaExecutor ex(g, qwen06b(), cuda_options(CudaMode::Megakernel, true)); });
+  const Graph g = build_decode_graph(qwen06b_weights(), plain);
+  std::string msg = error_of([&] { CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true)); });
   CAPTURE(msg);
   CHECK(msg.find("cannot run as the cluster program") != std::string::npos);
-  const Graph c = cluster_graph(qwen06b(), 128);
-  msg = error_of([&] { CudaExecutor ex(c, qwen06b(), cuda_options(CudaMode::Megakernel, true, 64)); });
+  const Graph c = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
+  msg = error_of([&] { CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, 64)); });
   CHECK(msg.find("needs 12 clusters of 8 blocks") != std::string::npos);
-  CudaExecutor ex(c, qwen06b(), cuda_options(CudaMode::Megakernel, true));
+  CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
   ex.set_tracing(true);
   msg = error_of([&] { decode(ex, c, {1}, 1, {}); });
   CHECK(msg.find("records no per-task trace yet") != std::string::npos);

@@ -68,21 +68,34 @@ inline const TinyModel& tiny_fused_mlp_model() {
 // them (o_proj over its 8 kv heads; down over 128 pieces of 24 columns, in gangs of 16); that
 // split with the MLP as gang tasks; or that with kv_head_waits, o_proj as pieces a kv head, each
 // waiting for its kv head's attention alone (the same bits as the split).
-enum class TwoHop { Plain, Split, FusedMlp, HeadPieces };
+enum class TwoHop { Plain, Split, FusedMlp, HeadPieces, Cluster };
 
-// qwen3-0.6b's graph at context 128 with 8 attention chunks, summed as `two_hop` says. tiny's
-// split changes no bf16 output (its few dots rarely sit at a rounding boundary); this one's
-// does (executors_determinism.cpp), so a GPU executor that ignored the split would fail
-// against it.
-inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, TwoHop two_hop) {
+// The build options of qwen3-0.6b's graph at `context` with 8 attention chunks, summed as
+// `two_hop` says; Cluster: as the cluster program takes it (megakernel/cluster_program.h: o_proj
+// pieces a kv head, the MLP in 96 pieces in gangs of 8).
+inline spindle::BuildOptions qwen06b_build(TwoHop two_hop, uint32_t context = 128) {
   spindle::BuildOptions o;
-  o.context = 128;
+  o.context = context;
   o.attn_chunks = 8;
   if (two_hop != TwoHop::Plain) o.o_proj_split = {8, 0};
   if (two_hop == TwoHop::Split) o.down_split = {128, 16};
   if (two_hop == TwoHop::FusedMlp || two_hop == TwoHop::HeadPieces) o.fused_mlp = {128, 16};
-  o.kv_head_waits = two_hop == TwoHop::HeadPieces;
-  return spindle::build_decode_graph(w, o);
+  if (two_hop == TwoHop::Cluster) o.fused_mlp = {96, 8};
+  o.kv_head_waits = two_hop == TwoHop::HeadPieces || two_hop == TwoHop::Cluster;
+  return o;
+}
+
+// That graph. tiny's split changes no bf16 output (its few dots rarely sit at a rounding
+// boundary); this one's does (executors_determinism.cpp), so a GPU executor that ignored the
+// split would fail against it.
+inline spindle::Graph qwen06b_graph(const spindle::ModelWeights& w, TwoHop two_hop, uint32_t context = 128) {
+  return spindle::build_decode_graph(w, qwen06b_build(two_hop, context));
+}
+
+// synthetic:qwen3-0.6b, loaded once per test program.
+inline const spindle::ModelWeights& qwen06b_weights() {
+  static const spindle::ModelWeights w = spindle::load_model("synthetic:qwen3-0.6b");
+  return w;
 }
 
 // A decode's tokens and its last step's logits.

@@ -11,27 +11,8 @@
 
 using namespace spindle;
 
-namespace {
-
-BuildOptions cluster_build() {
-  BuildOptions o;
-  o.context = 128;
-  o.attn_chunks = 8;
-  o.o_proj_split = {8, 0};
-  o.fused_mlp = {96, 8};
-  o.kv_head_waits = true;
-  return o;
-}
-
-const ModelWeights& qwen06b() {
-  static const ModelWeights w = load_model("synthetic:qwen3-0.6b");
-  return w;
-}
-
-}  // namespace
-
 TEST_CASE("a graph built for the cluster program resolves each layer's operands to the views of their names") {
-  const Graph g = build_decode_graph(qwen06b(), cluster_build());
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   CHECK(cuda::cluster_program_problem(g).empty());
   std::vector<uint8_t*> bases;  // fake arena addresses, far apart
   for (uint32_t a = 0; a < g.arenas.size(); ++a) bases.push_back(reinterpret_cast<uint8_t*>(uintptr_t(a + 1) << 40));
@@ -88,9 +69,9 @@ TEST_CASE("graphs not built for the cluster program are refused, naming what the
   for (const Case& k : cases) {
     const std::string what = k.what;
     CAPTURE(what);
-    BuildOptions o = cluster_build();
+    BuildOptions o = qwen06b_build(TwoHop::Cluster);
     k.change(o);
-    const Graph g = build_decode_graph(qwen06b(), o);
+    const Graph g = build_decode_graph(qwen06b_weights(), o);
     const std::string why = cuda::cluster_program_problem(g);
     CAPTURE(why);
     CHECK(why.find(k.says) != std::string::npos);
