@@ -391,7 +391,7 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
   d.program.control = d.control.as<cuda::RunControl>();
 }
 
-// One launch of the cluster program a `steps_per_launch` steps; the exchange words' flags go on
+// The run's launches of the cluster program, `steps_per_launch` steps each; the exchange words' flags go on
 // from launch to launch (zeroed again before they would wrap).
 void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positions, uint32_t kv_positions) {
   Device& d = *dev_;
