@@ -270,6 +270,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
   bf16* kv = b.buf<bf16>(attn_kv_offset(G, D, a.score_positions));
   bf16* kv_second = kv + size_t(a.kv_positions) * D;
   float* partial = b.buf<float>(b.at.mine);
+  float* recv = b.buf<float>(b.at.recv);  // [head][chunk][ps]
   if (len) {
     const bool appends = range.end == n, single = attn_single_stage(a, len);
     const uint32_t cached = appends ? len - 1 : len;
@@ -304,12 +305,10 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
       attn_chunk_partials(a, K, V, range, [&](uint32_t j) { return partial + j * ps; }, b.smem);
     }
     __syncthreads();
-    float* recv = b.buf<float>(b.at.recv);  // [head][chunk][ps]
     for (uint32_t j = 0; j < G; ++j)
       push_to_cluster(partial + j * ps, smem_address(recv + (j * kClusterRanks + r) * ps), ps * 4, b.bar(kPartialBar));
   }
   if (!receive(b, kPartialBar, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
-  float* recv = b.buf<float>(b.at.recv);
   bf16* out = b.buf<bf16>(b.at.attn_out);
   merge_heads([&](uint32_t j) { return recv + j * kClusterRanks * ps; }, MergeArea{b.buf<float>(b.at.weights), 0}, ps,
               used, D, G, out, b.smem);
@@ -361,15 +360,6 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t gang, uint3
   return true;
 }
 
-// The argmax partial {value, index} that comes first of a and b (ops/argmax.h's order: the
-// larger value, then the earlier index; NaN never wins).
-__device__ inline ArgmaxPartial first_best(ArgmaxPartial a, ArgmaxPartial b) {
-  const bool b_nan = b.value != b.value, a_nan = a.value != a.value;
-  if (b_nan) return a;
-  if (a_nan || b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
-  return a;
-}
-
 // The LM head's rows of this block, their logits and the block's argmax partial; the last block
 // to count its partial in chooses the token, advances the step state and publishes the token.
 __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, uint32_t token_flag) {
@@ -386,12 +376,9 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
              p.logits[r0 + i] = v;
              argmax_offer(best, v, r0 + i);
            });
-  ArgmaxPartial* warp_best = b.buf<ArgmaxPartial>(16);
-  if (lane_id() == 0) warp_best[warp_id()] = best;
-  __syncthreads();
+  best = block_argmax(best, b.smem);
   __shared__ uint32_t s_last;
   if (threadIdx.x == 0) {
-    for (uint32_t w = 1; w < kThreads / 32; ++w) best = first_best(best, warp_best[w]);
     p.argmax[blockIdx.x] = best;
     const uint32_t target = blocks * (b.l.arrivals_base + s + 1);
     s_last = DeviceAtomic(*p.arrivals).fetch_add(1u, kAcqRel) + 1 == target;
@@ -412,7 +399,10 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
       return ArgmaxPartial{__uint_as_float(w.x), w.y};
     };
     ArgmaxPartial all = partial(0);
-    for (uint32_t k = 1; k < blocks; ++k) argmax_offer(all, partial(k).value, partial(k).index);
+    for (uint32_t k = 1; k < blocks; ++k) {
+      const ArgmaxPartial q = partial(k);
+      argmax_offer(all, q.value, q.index);
+    }
     next = all.index;
   }
   advance_step(st, next, p.out_tokens);

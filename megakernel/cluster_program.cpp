@@ -171,15 +171,17 @@ ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& ba
     L.o_proj_counter = lt.o_proj->signal_counter;
     L.mlp_counter = m.signal_counter;
     plan.layers.push_back(L);
-    plan.program.o_stride = g.views[lt.o_proj->operand[0]].row_stride;
-    plan.program.kv_stride = g.views[a.operand[3]].row_stride;
-    plan.program.rope_stride = g.views[a.operand[4]].row_stride;
-    plan.program.rope = address<const bf16>(g, bases, a.operand[4]);
-    const MlpShape s = mlp_shape(m, g.views[m.operand[2]]);
-    plan.program.mlp_piece = s.piece;
-    plan.program.mlp_gangs = s.gangs;
   }
+  // Strides, the RoPE table and the MLP's shape: the builder gives every layer the same.
   ClusterProgram& c = plan.program;
+  const LayerTasks& first = f.layers[0];
+  c.o_stride = g.views[first.o_proj->operand[0]].row_stride;
+  c.kv_stride = g.views[first.attention->operand[3]].row_stride;
+  c.rope_stride = g.views[first.attention->operand[4]].row_stride;
+  c.rope = address<const bf16>(g, bases, first.attention->operand[4]);
+  const MlpShape s = mlp_shape(*first.mlp, g.views[first.mlp->operand[2]]);
+  c.mlp_piece = s.piece;
+  c.mlp_gangs = s.gangs;
   c.params = p;
   const TailTasks& t = f.tail;
   c.embed = address<const bf16>(g, bases, t.embed->operand[0]);
