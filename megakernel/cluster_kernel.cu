@@ -12,8 +12,11 @@
 //    activations and down's dots over its P columns, pushes each rank's share of the rows to
 //    that rank, which sums the gang's 8 in rank order into flagged words;
 //  * the next layer's h = r(h_attn + r(sum of the gangs' sums in gang order)), by every block.
-// The words carry the layer in their flag, so no release lies on a layer's path (a release
-// waits for the block's bulk operations in flight: docs/two-hop-layer.md). Two sets of words,
+// Every weight a block reads (its q/k/v rows, its o_proj block, its gate, up and down pieces,
+// its LM head rows) streams through its weight ring (weight_ring.cuh) in the order the block
+// reads them, step after step, so a phase's weights have landed before the phase starts unless
+// HBM is behind. The words carry the layer in their flag, so no release lies on a layer's path
+// (a release waits for the block's bulk operations in flight: docs/two-hop-layer.md). Two sets of words,
 // by layer parity, so a word is rewritten only after every block has read it. Once a step:
 // the LM head's rows over all blocks, each block's argmax partial counted in (release); the
 // last one samples, advances the step state and publishes the token (release, acquired by
@@ -28,6 +31,7 @@
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_layout.h"
 #include "megakernel/tile_mlp.cuh"
+#include "megakernel/weight_ring.cuh"
 #include "ops/attention.h"
 #include "ops/gemv.h"
 #include "ops/norm.h"
@@ -44,10 +48,13 @@ __host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u 
 
 // The program's buffers after attention's tile area, in bytes from the start of dynamic shared
 // memory (the tile area must start there: the attention helpers carve it from offset 0).
+// A layer's weight pieces a block may stream, in the order it reads them.
+enum Piece : uint32_t { kQkvPiece, kOPiece, kGatePiece, kUpPiece, kDownPiece, kPieces };
+
 struct Layout {
-  uint32_t h, hattn, xn, qkv, attn_out, act, mine, recv, weights, down, bars, end;
+  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, sources, tags, released, bars, ring, end;
 };
-__host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T) {
+__host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
   Layout l{};
   uint32_t at = align16(attn_smem_bytes(G, D, p.rotary_dim, S, T, kClusterRanks, ps));
@@ -59,6 +66,7 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.h = take(H * 2);
   l.hattn = take(H * 2);
   l.xn = take(H * 2);
+  l.norm = take(H * 2);
   l.qkv = take((G + 2) * D * 2);
   l.attn_out = take(G * D * 2);
   l.act = take(64 * 2);
@@ -66,8 +74,12 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.recv = take(G * kClusterRanks * ps * 4);
   l.weights = take(G * kClusterRanks * 4);
   l.down = take(H * 4);
-  l.bars = take(3 * 8);
-  l.end = at;
+  l.sources = take(p.n_layers * kPieces * 8);  // each layer's pieces' first bytes (global addresses)
+  l.tags = take(slots * 4);
+  l.released = take(slots * 4);
+  l.bars = take((3 + slots) * 8);  // the exchanges' three, then the ring's
+  l.ring = at = (at + 127u) & ~127u;
+  l.end = at + slots * kRingChunkBytes;
   return l;
 }
 
@@ -102,45 +114,97 @@ __device__ __forceinline__ unsigned long long load_word(const unsigned long long
   return w;
 }
 
-// Sum of n flagged words (word s at at + s * stride) once each carries `flag`, from the first in
-// order (split_sum's order); every word is loaded before any is checked. False: the wait failed.
-__device__ inline bool flagged_sum(const unsigned long long* at, size_t stride, uint32_t n, uint32_t flag, Watch& w,
-                                   float& sum) {
-  unsigned long long v[kMaxPieces];
+__device__ __forceinline__ ulonglong2 load_word_pair(const unsigned long long* at) {
+  ulonglong2 w;
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(w.x), "=l"(w.y) : "l"(at) : "memory");
+  return w;
+}
+__device__ __forceinline__ bool carries(unsigned long long word, uint32_t flag) { return uint32_t(word >> 32) == flag; }
+__device__ __forceinline__ float word_value(unsigned long long word) { return __uint_as_float(uint32_t(word)); }
+
+// Waits, by warp 0, until the first word of every writer's share of rows (kClusterRanks
+// writers a piece, H / kClusterRanks rows each) carries `flag`, for the n pieces at `words`
+// (piece s from words + s * H): the block then reads whole rows that have most likely landed,
+// rather than every thread polling the L2 while the writers work. Warp 0's answer.
+__device__ inline bool await_writers(const unsigned long long* words, uint32_t H, uint32_t n, uint32_t flag, Watch& w) {
+  constexpr uint32_t kProbes = kMaxPieces * kClusterRanks / 32;
+  const unsigned long long* at[kProbes];
+  unsigned long long v[kProbes];
+#pragma unroll
+  for (uint32_t k = 0; k < kProbes; ++k) {
+    const uint32_t i = lane_id() + 32 * k;
+    at[k] = i < n * kClusterRanks ? words + size_t(i / kClusterRanks) * H + i % kClusterRanks * (H / kClusterRanks)
+                                  : nullptr;
+    if (at[k]) v[k] = load_word(at[k]);
+  }
+  for (;;) {
+    bool all = true;
+#pragma unroll
+    for (uint32_t k = 0; k < kProbes; ++k)
+      if (at[k] && !carries(v[k], flag)) {
+        all = false;
+        v[k] = load_word(at[k]);
+      }
+    if (__all_sync(~0u, all)) return true;
+    if (__any_sync(~0u, !w.ok())) return false;
+  }
+}
+
+// Sums of two rows' n flagged words (the pair at `at`, piece s's at at + s * stride) once each
+// carries `flag`, each from the first piece in order (split_sum's order); every word is loaded
+// before any is checked. False: the wait failed.
+__device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t stride, uint32_t n, uint32_t flag,
+                                         Watch& w, float (&sum)[2]) {
+  ulonglong2 v[kMaxPieces];
 #pragma unroll
   for (uint32_t s = 0; s < kMaxPieces; ++s)
-    if (s < n) v[s] = load_word(at + s * stride);
+    if (s < n) v[s] = load_word_pair(at + s * stride);
   for (;;) {
     bool all = true;
 #pragma unroll
     for (uint32_t s = 0; s < kMaxPieces; ++s)
-      if (s < n && uint32_t(v[s] >> 32) != flag) {
+      if (s < n && !(carries(v[s].x, flag) && carries(v[s].y, flag))) {
         all = false;
-        v[s] = load_word(at + s * stride);
+        v[s] = load_word_pair(at + s * stride);
       }
     if (all) break;
     if (!w.ok()) return false;
   }
-  sum = __uint_as_float(uint32_t(v[0]));
+  sum[0] = word_value(v[0].x);
+  sum[1] = word_value(v[0].y);
 #pragma unroll
   for (uint32_t s = 1; s < kMaxPieces; ++s)
-    if (s < n) sum = sum + __uint_as_float(uint32_t(v[s]));
+    if (s < n) {
+      sum[0] = sum[0] + word_value(v[s].x);
+      sum[1] = sum[1] + word_value(v[s].y);
+    }
   return true;
 }
 
-// out = r(base + r(Σ flagged pieces of each row)) over the H rows (bf16 in shared memory).
+// out = r(base + r(Σ flagged pieces of each row)) over the H rows (bf16 in shared memory), by
+// the block: thread t takes the row pairs from 2t, 2 * kThreads apart.
 __device__ inline bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words, uint32_t H,
                                         uint32_t n, uint32_t flag, Watch& w) {
-  for (uint32_t i = threadIdx.x; i < H; i += kThreads) {
-    float y;
-    if (!flagged_sum(words + i, H, n, flag, w, y)) return false;
-    out[i] = to_bf16(widen<float>(base[i]) + widen<float>(to_bf16(y)));
+  if (!__syncthreads_and(warp_id() != 0 || await_writers(words, H, n, flag, w))) return false;
+  for (uint32_t i = 2 * threadIdx.x; i < H; i += 2 * kThreads) {
+    float y[2];
+    if (!flagged_pair_sums(words + i, H, n, flag, w, y)) return false;
+#pragma unroll
+    for (uint32_t e = 0; e < 2; ++e) out[i + e] = to_bf16(widen<float>(base[i + e]) + widen<float>(to_bf16(y[e])));
   }
   return true;
 }
 
-// xn = RMSNorm(x) with weights w, all H elements (docs/numerics.md), by the block.
+// Starts copying a norm's H weights into the block's norm buffer, where the next norm_into reads
+// them: called before a hop's wait, so the copy lands during it.
+__device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
+  stage_to_shared<Src::Resident>(w, buffer, H);
+}
+
+// xn = RMSNorm(x) with the weights stage_norm copied to w, all H elements (docs/numerics.md), by
+// the block.
 __device__ inline void norm_into(const bf16* x, const bf16* w, bf16* xn, const SpGraphParams& p, float* scratch) {
+  cp_async_wait_all();  // this thread's part of w: the barrier below makes all of it visible
   if (warp_id() == 0) {
     const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared>(x, x, p.hidden), p.hidden, p.rms_eps);
     if (lane_id() == 0) scratch[0] = inv;
@@ -148,24 +212,25 @@ __device__ inline void norm_into(const bf16* x, const bf16* w, bf16* xn, const S
   __syncthreads();
   const float inv = scratch[0];
   for (uint32_t k = threadIdx.x; k < p.hidden; k += kThreads)
-    xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(load_bf16<Src::Resident>(w + k)), p.norm_kind);
+    xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(w[k]), p.norm_kind);
   __syncthreads();
 }
 
-// Rows [0, n) of `row(i)` dotted with x (shared memory, K elements), 4 rows a warp at a time;
-// out(i, y) gets each dot once (lane 0).
-template <class Row, class Out>
-__device__ inline void dot_rows(uint32_t n, Row row, const bf16* x, uint32_t K, Out out) {
-  for (uint32_t i0 = 4 * warp_id(); i0 < n; i0 += 4 * (kThreads / 32)) {
-    const bf16* rows[4];
+// Rows [0, count) at shared address `at`, `row_bytes` apart, dotted with x (shared address, K
+// elements, a multiple of U * kDotBlock), 4 rows a round; out(i, y) gets each dot once (lane 0).
+template <int U, class Out>
+__device__ inline void shared_rows_dot(uint32_t at, uint32_t row_bytes, uint32_t count, uint32_t x, uint32_t K,
+                                       Out out) {
+  for (uint32_t i0 = 0; i0 < count; i0 += 4) {
+    uint32_t rows[4];
 #pragma unroll
-    for (uint32_t e = 0; e < 4; ++e) rows[e] = row(min(i0 + e, n - 1));
+    for (uint32_t e = 0; e < 4; ++e) rows[e] = at + min(i0 + e, count - 1) * row_bytes;
     float y[4];
-    warp_dot_rows<Src::Weight, Src::Shared, 4, 2>(rows, x, K, y);
+    warp_dot_rows_shared<4, U>(rows, x, K, y);
     if (lane_id() == 0)
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e)
-        if (i0 + e < n) out(i0 + e, y[e]);
+        if (i0 + e < count) out(i0 + e, y[e]);
   }
 }
 
@@ -207,6 +272,35 @@ __device__ inline bool wait_bar(uint32_t bar, uint32_t parity, Watch w) {
   return true;
 }
 
+// The chunks a block reads in one step, in the order it reads them: each layer's pieces of its
+// roles, then its LM head rows (the ring's stream, weight_ring.cuh).
+struct Stream {
+  uint32_t qkv, o, gate, down;  // a layer's chunks of each piece (up's: gate's); 0 outside the block's roles
+  uint32_t per_layer, layers, lm, per_step, total;
+  uint32_t lm_first, lm_rows;  // the block's LM head rows
+  uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
+};
+
+// Thread 0's record of the block's phases in a traced run (cluster_program.h's record layout):
+// a phase from `begun` to its end, its wait the gap since the block's previous phase ended.
+struct Tracer {
+  DeviceTrace* records;  // the run's, from its first step on; nullptr: not tracing
+  uint32_t step_base;    // the run's first step
+  uint32_t layers;
+  uint64_t begun, last_end;
+  __device__ void begin() {
+    if (records && threadIdx.x == 0) begun = global_timer_ns();
+  }
+  // Ends (step, layer's or the tail's) phase now; the next phase begins where it ended.
+  __device__ void end(uint32_t step, uint32_t layer, ClusterPhase phase) {
+    if (!records || threadIdx.x) return;
+    const uint64_t now = global_timer_ns();
+    const uint32_t at = cluster_trace_record(step - step_base, layers, layer, blockIdx.x, gridDim.x, phase);
+    records[at] = {step, uint32_t(phase), blockIdx.x, 0, begun, now, begun - last_end};
+    last_end = begun = now;
+  }
+};
+
 struct Block {
   const ClusterProgram& p;
   const ClusterLaunch& l;
@@ -214,13 +308,61 @@ struct Block {
   Layout at;
   uint32_t cluster, rank, G, D, H;
   uint32_t phase[3];  // thread 0's: the parity of each mbarrier's next phase
+  WeightRing ring;
+  Stream st;
+  const bf16** sources;  // [layer][Piece]: where the block's share of each piece starts
+  uint32_t next;         // the stream's next chunk: the first of the phase to come
+  Tracer trace;
   template <class T>
   __device__ T* buf(uint32_t offset) const {
     return reinterpret_cast<T*>(smem + offset);
   }
   __device__ uint32_t bar(uint32_t i) const { return smem_address(smem + at.bars + 8 * i); }
 };
-enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar };
+enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kExchangeBars };
+
+// Starts the copy of stream chunk j, if the launch reads it, into its slot (one thread).
+__device__ inline void fill_chunk(const Block& b, uint32_t j) {
+  const Stream& st = b.st;
+  if (j >= st.total) return;
+  const uint32_t q = j % st.per_step;
+  if (q >= st.layers) {
+    const uint32_t first = (q - st.layers) * st.row_chunk, rows = min(st.row_chunk, st.lm_rows - first);
+    b.ring.fill(j, b.p.lm_head + size_t(st.lm_first + first) * b.H, rows * b.H * 2);
+    return;
+  }
+  uint32_t k = q % st.per_layer, piece = kQkvPiece;
+  if (k >= st.qkv) k -= st.qkv, piece = kOPiece;
+  if (piece == kOPiece && k >= st.o) k -= st.o, piece = kGatePiece;
+  if (piece == kGatePiece && k >= st.gate) k -= st.gate, piece = kUpPiece;
+  if (piece == kUpPiece && k >= st.gate) k -= st.gate, piece = kDownPiece;
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(b.sources[q / st.per_layer * kPieces + piece]);
+  b.ring.fill(j, src + size_t(k) * kRingChunkBytes, kRingChunkBytes);
+}
+
+// Warp w's part of `rows` rows of `row_bytes` streamed from chunk b.next on, `per_chunk` rows a
+// chunk (the last may hold fewer): chunks w, w + 8, … whole when there are at least 8 of them,
+// else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
+// once the chunk has landed; then the warp releases it, and its last reader fills the slot
+// again. Advances b.next past the rows' chunks. False: a wait failed.
+template <class F>
+__device__ inline bool for_warp_rows(Block& b, uint32_t rows, uint32_t per_chunk, uint32_t row_bytes, Watch w, F f) {
+  constexpr uint32_t kWarps = kThreads / 32;
+  const uint32_t chunks = (rows + per_chunk - 1) / per_chunk, first = b.next;
+  if (!chunks) return true;
+  const uint32_t share = chunks < kWarps ? kWarps / chunks : 1, part = (per_chunk + share - 1) / share;
+  b.next += chunks;
+  for (uint32_t c = warp_id() / share; c < chunks; c += kWarps / share) {
+    const uint32_t j = first + c, held = min(per_chunk, rows - c * per_chunk);
+    const uint32_t begin = min(warp_id() % share * part, held), count = min(begin + part, held) - begin;
+    while (!b.ring.landed(j))
+      if (!w.ok()) return false;
+    if (count) f(b.ring.data(j) + begin * row_bytes, b.ring.address(j) + begin * row_bytes, c * per_chunk + begin, count);
+    __syncwarp();
+    if (lane_id() == 0 && b.ring.release(j, share)) fill_chunk(b, j + b.ring.slots);
+  }
+  return true;
+}
 
 // Every thread passes once the bytes thread 0 posted for mbarrier `which` (before or after they
 // land: the phase completes when both have happened) have landed.
@@ -233,8 +375,8 @@ __device__ inline bool receive(Block& b, uint32_t which, Watch w, bool& ok) {
 }
 
 // The front gang's member: q, k, v rows, attention over its chunk, o_proj's piece of its head.
-__device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position, uint32_t step, uint32_t flag,
-                             unsigned long long* o_words) {
+__device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, uint32_t position, uint32_t step,
+                             uint32_t flag, unsigned long long* o_words) {
   const SpGraphParams& p = b.p.params;
   const uint32_t G = b.G, D = b.D, H = b.H, g = b.cluster, r = b.rank, n = position + 1;
   const uint32_t rows = (G + 2) * D / kClusterRanks, ps = partial_stride(D);
@@ -246,19 +388,19 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
     mbar_arrive_expect_tx(b.bar(kQkvBar), (G + 2) * D * 2);
     mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);  // used >= 1: chunk 0 holds position 0
   }
-  norm_into(b.buf<bf16>(b.at.h), L.in_norm, xn, p, scratch);
-  // Row i of the head's q | k | v rows.
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, p, scratch);
+  // The rank's rows of the head's q | k | v rows.
   bf16* mine = b.buf<bf16>(b.at.mine);
-  dot_rows(rows, [&](uint32_t i) {
-    const uint32_t gr = r * rows + i;
-    return gr < G * D ? L.wq + size_t(g * G * D + gr) * H
-         : gr < (G + 1) * D ? L.wk + size_t(g * D + gr - G * D) * H
-                            : L.wv + size_t(g * D + gr - (G + 1) * D) * H;
-  }, xn, H, [&](uint32_t i, float y) { mine[i] = to_bf16(y); });
-  __syncthreads();
+  const bool dots = for_warp_rows(b, rows, b.st.row_chunk, H * 2, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0),
+                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H,
+                                      [&](uint32_t i, float y) { mine[i0 + i] = to_bf16(y); });
+  });
+  if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
   bool ok = true;
   if (!receive(b, kQkvBar, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0), ok)) return false;
+  b.trace.end(step, layer, kPhaseQkv);
 
   // Attention over chunk r, as attention_tile does it, with q, k and v from the gang's rows.
   const uint32_t len = range.end - range.begin;
@@ -313,50 +455,60 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t position,
   merge_heads([&](uint32_t j) { return recv + j * kClusterRanks * ps; }, MergeArea{b.buf<float>(b.at.weights), 0}, ps,
               used, D, G, out, b.smem);
   __syncthreads();
+  b.trace.end(step, layer, kPhaseAttention);
 
-  // o_proj's piece g (columns [g G D, (g + 1) G D)) over rows [r H/8, (r + 1) H/8).
-  const uint32_t o_rows = H / kClusterRanks;
-  dot_rows(o_rows, [&](uint32_t i) { return L.wo + size_t(r * o_rows + i) * b.p.o_stride + g * G * D; }, out, G * D,
-           [&](uint32_t i, float y) { store_word(o_words + size_t(g) * H + r * o_rows + i, y, flag); });
-  return true;
+  // o_proj's piece g (columns [g G D, (g + 1) G D), piece-major) over rows [r H/8, (r + 1) H/8).
+  const uint32_t o_rows = H / kClusterRanks, o_bytes = G * D * 2;
+  return for_warp_rows(b, o_rows, kRingChunkBytes / o_bytes, o_bytes,
+                       watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0),
+                       [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    shared_rows_dot<1>(at, o_bytes, count, smem_address(out), G * D, [&](uint32_t i, float y) {
+      store_word(o_words + size_t(g) * H + r * o_rows + i0 + i, y, flag);
+    });
+  });
 }
 
 // The MLP gang's member holding piece 8k + r: its activations and down's dots over its columns,
 // each rank's share pushed to it; then the gang's sum of this rank's share.
-__device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t gang, uint32_t step, uint32_t flag,
-                           unsigned long long* mlp_words) {
+__device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint32_t gang, uint32_t step,
+                           uint32_t flag, unsigned long long* mlp_words) {
   const SpGraphParams& p = b.p.params;
-  const uint32_t H = b.H, P = b.p.mlp_piece, j = gang * kClusterRanks + b.rank, share = H / kClusterRanks;
+  const uint32_t H = b.H, P = b.p.mlp_piece, share = H / kClusterRanks;
   if (threadIdx.x == 0) mbar_arrive_expect_tx(b.bar(kDownBar), H * 4);
   bf16 *xn = b.buf<bf16>(b.at.xn), *act = b.buf<bf16>(b.at.act);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.hattn), L.post_norm, xn, p, scratch);
+  norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, p, scratch);
   // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
-  dot_rows(2 * P, [&](uint32_t i) { return (i < P ? L.wg : L.wu) + size_t(j * P + i % P) * H; }, xn, H,
-           [&](uint32_t i, float y) { scratch[8 + i] = y; });
-  __syncthreads();
+  const bool dots = for_warp_rows(b, 2 * P, b.st.row_chunk, H * 2, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0),
+                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H,
+                                      [&](uint32_t i, float y) { scratch[8 + i0 + i] = y; });
+  });
+  if (!__syncthreads_and(dots)) return false;
   for (uint32_t i = threadIdx.x; i < P; i += kThreads)
     act[i] = swiglu(rounded(scratch[8 + i]), rounded(scratch[8 + P + i]));
   __syncthreads();
-  // Down's dots of rows 4t .. 4t+3 over the piece's P columns (piece-major), to their rank.
-  const bf16* wd = L.wd + size_t(j) * H * P;
+  // Down's dots of 4 rows a lane over the piece's P columns (piece-major), to their rank.
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
-  for (uint32_t i = 4 * threadIdx.x; i < H; i += 4 * kThreads) {
-    float d[4];
+  bool ok = for_warp_rows(b, H, kRingChunkBytes / (P * 2), P * 2, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0),
+                          [&](const uint8_t* rows, uint32_t, uint32_t i0, uint32_t count) {
+    for (uint32_t i = 4 * lane_id(); i < count; i += 4 * 32) {
+      float d[4];
 #pragma unroll
-    for (uint32_t e = 0; e < 4; ++e) d[e] = thread_dot64(wd + size_t(i + e) * P, act, P);
-    const uint32_t to = i / share;
-    push16(peer_address(smem_address(recv + b.rank * share + i % share), to),
-           make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
-           peer_address(b.bar(kDownBar), to));
-  }
-  bool ok = true;
+      for (uint32_t e = 0; e < 4; ++e) d[e] = thread_dot64(reinterpret_cast<const bf16*>(rows) + size_t(i + e) * P, act, P);
+      const uint32_t row = i0 + i, to = row / share;
+      push16(peer_address(smem_address(recv + b.rank * share + row % share), to),
+             make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
+             peer_address(b.bar(kDownBar), to));
+    }
+  });
   if (!receive(b, kDownBar, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0), ok)) return false;
   for (uint32_t i = threadIdx.x; i < share; i += kThreads) {
     float sum = recv[i];
     for (uint32_t m = 1; m < kClusterRanks; ++m) sum = sum + recv[m * share + i];
     store_word(mlp_words + size_t(gang) * H + b.rank * share + i, sum, flag);
   }
+  b.trace.end(step, layer, kPhaseMlp);
   return true;
 }
 
@@ -364,18 +516,21 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t gang, uint3
 // to count its partial in chooses the token, advances the step state and publishes the token.
 __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, uint32_t token_flag) {
   const ClusterProgram& p = b.p;
-  const uint32_t V = p.params.vocab, blocks = gridDim.x, each = (V + blocks - 1) / blocks;
-  const uint32_t r0 = min(blockIdx.x * each, V), r1 = min(r0 + each, V);
+  const uint32_t blocks = gridDim.x, r0 = b.st.lm_first, H = b.H;
   bf16* xn = b.buf<bf16>(b.at.xn);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.h), p.final_norm, xn, p.params, scratch);
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, p.params, scratch);
   ArgmaxPartial best = argmax_none(r0);
-  dot_rows(r1 - r0, [&](uint32_t i) { return p.lm_head + size_t(r0 + i) * p.lm_rows_stride; }, xn, p.params.hidden,
-           [&](uint32_t i, float y) {
-             const float v = bf16_to_f32(to_bf16(y));
-             p.logits[r0 + i] = v;
-             argmax_offer(best, v, r0 + i);
-           });
+  const bool dots = for_warp_rows(b, b.st.lm_rows, b.st.row_chunk, H * 2, watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0),
+                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H, [&](uint32_t i, float y) {
+      const float v = bf16_to_f32(to_bf16(y));
+      p.logits[r0 + i0 + i] = v;
+      argmax_offer(best, v, r0 + i0 + i);
+    });
+  });
+  if (!__syncthreads_and(dots)) return false;
+  b.trace.end(step, 0, kPhaseLmHead);
   best = block_argmax(best, b.smem);
   __shared__ uint32_t s_last;
   if (threadIdx.x == 0) {
@@ -409,6 +564,7 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   *p.state = st;
   const unsigned long long w = (static_cast<unsigned long long>(token_flag) << 32) | next;
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p.token_word), "l"(w) : "memory");
+  b.trace.end(step, 0, kPhaseSample);
   return true;
 }
 
@@ -427,20 +583,72 @@ __device__ inline bool poll_token(const ClusterProgram& p, const ClusterLaunch& 
   }
 }
 
+// The block's stream (one step's chunks, the launch's total) for its roles.
+__device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
+  const uint32_t H = b.H, P = b.p.mlp_piece, V = b.p.params.vocab, each = (V + gridDim.x - 1) / gridDim.x;
+  Stream st{};
+  st.row_chunk = kRingChunkBytes / (H * 2);
+  if (front) {
+    st.qkv = (b.G + 2) * b.D / kClusterRanks / st.row_chunk;
+    st.o = H / kClusterRanks * b.G * b.D * 2 / kRingChunkBytes;
+  }
+  if (mlp) {
+    st.gate = P / st.row_chunk;
+    st.down = H * P * 2 / kRingChunkBytes;
+  }
+  st.per_layer = st.qkv + st.o + 2 * st.gate + st.down;
+  st.layers = b.p.params.n_layers * st.per_layer;
+  st.lm_first = min(blockIdx.x * each, V);
+  st.lm_rows = min(st.lm_first + each, V) - st.lm_first;
+  st.lm = (st.lm_rows + st.row_chunk - 1) / st.row_chunk;
+  st.per_step = st.layers + st.lm;
+  st.total = b.l.steps * st.per_step;
+  return st;
+}
+
+// Where the block's share of each of a layer's pieces starts (cluster_program.h's layouts).
+__device__ inline void set_sources(const Block& b, const ClusterLayer& L, const bf16** s, bool front, bool mlp,
+                                   uint32_t mlp_first) {
+  const uint32_t G = b.G, D = b.D, H = b.H, g = b.cluster, r = b.rank, P = b.p.mlp_piece;
+  if (front) {  // the rank's q/k/v rows lie in one of q, k and v (cluster_program_problem)
+    const uint32_t gr = r * (G + 2) * D / kClusterRanks;
+    s[kQkvPiece] = gr < G * D         ? L.wq + size_t(g * G * D + gr) * H
+                   : gr < (G + 1) * D ? L.wk + size_t(g * D + gr - G * D) * H
+                                      : L.wv + size_t(g * D + gr - (G + 1) * D) * H;
+    s[kOPiece] = L.wo + (size_t(g) * H + r * (H / kClusterRanks)) * (G * D);
+  }
+  if (mlp) {
+    const size_t j = (b.cluster - mlp_first) * kClusterRanks + r;
+    s[kGatePiece] = L.wg + j * P * H;
+    s[kUpPiece] = L.wu + j * P * H;
+    s[kDownPiece] = L.wd + j * H * P;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgram p, const ClusterLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint32_t s_token;
   const SpGraphParams& prm = p.params;
-  Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions), blockIdx.x / kClusterRanks, cluster_rank(),
-          prm.n_heads / prm.n_kv_heads, prm.head_dim, prm.hidden, {0, 0, 0}};
+  const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
+  Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions, l.ring_slots), blockIdx.x / kClusterRanks,
+          cluster_rank(), prm.n_heads / prm.n_kv_heads, prm.head_dim, H, {0, 0, 0}};
+  const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
+  b.ring = {smem + b.at.ring,          smem_address(smem + b.at.ring),     b.bar(kExchangeBars),
+            b.buf<uint32_t>(b.at.tags), b.buf<uint32_t>(b.at.released), l.ring_slots};
+  b.st = block_stream(b, is_front, is_mlp);
+  b.sources = b.buf<const bf16*>(b.at.sources);
+  b.trace = {p.control->trace, p.control->step_base, L, 0, global_timer_ns()};
   if (threadIdx.x == 0) {
-    for (uint32_t i = 0; i < 3; ++i) mbar_init(b.bar(i), 1);
+    for (uint32_t i = 0; i < kExchangeBars; ++i) mbar_init(b.bar(i), 1);
+    b.ring.init();
     mbar_init_fence();
   }
-  cluster_sync();  // every peer's mbarriers exist before anything is pushed to them
-  const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
-  const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
-  bf16 *h = b.buf<bf16>(b.at.h), *hattn = b.buf<bf16>(b.at.hattn);
+  for (uint32_t layer = threadIdx.x; layer < L; layer += kThreads)
+    set_sources(b, p.layers[layer], b.sources + layer * kPieces, is_front, is_mlp, mlp_first);
+  cluster_sync();  // every peer's mbarriers exist before anything is pushed to them; the ring is set
+  if (threadIdx.x == 0)
+    for (uint32_t j = 0; j < min(b.ring.slots, b.st.total); ++j) fill_chunk(b, j);
+  bf16 *h = b.buf<bf16>(b.at.h), *hattn = b.buf<bf16>(b.at.hattn), *norm = b.buf<bf16>(b.at.norm);
   auto o_words = [&](uint32_t flag) { return p.o_words + size_t(flag & 1u) * prm.n_kv_heads * H; };
   auto mlp_words = [&](uint32_t flag) { return p.mlp_words + size_t(flag & 1u) * p.mlp_gangs * H; };
   bool ok = true;
@@ -460,39 +668,51 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       }
     }
     if (!__syncthreads_and(ok)) break;
+    b.next = s * b.st.per_step;
+    if (is_front) stage_norm(p.layers[0].in_norm, norm, H);
     for (uint32_t k = threadIdx.x; k < H; k += kThreads)
       h[k] = load_bf16<Src::Weight>(p.embed + size_t(s_token) * p.embed_stride + k);
     __syncthreads();
+    b.trace.begin();
     for (uint32_t layer = 0; layer < L && ok; ++layer) {
       const ClusterLayer& Ly = p.layers[layer];
       const uint32_t flag = first_flag + layer + 1;
       if (layer > 0) {
         const ClusterLayer& before = p.layers[layer - 1];
         Watch w = watch(p, l, before.mlp_task, step, before.mlp_counter, flag - 1);
+        if (is_front) stage_norm(Ly.in_norm, norm, H);
         ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(flag - 1), H, p.mlp_gangs, flag - 1, w));
         if (!ok) break;
+        b.trace.begin();
       }
-      if (is_front && !front(b, Ly, position, step, flag, o_words(flag))) ok = false;
-      __syncthreads();
+      ok = __syncthreads_and(!is_front || front(b, Ly, layer, position, step, flag, o_words(flag)));
       if (!ok) break;
+      if (is_front) b.trace.end(step, layer, kPhaseOProj);
       Watch w = watch(p, l, Ly.o_proj_task, step, Ly.o_proj_counter, flag);
+      if (is_mlp) stage_norm(Ly.post_norm, norm, H);
       ok = __syncthreads_and(add_flagged_rows(h, hattn, o_words(flag), H, prm.n_kv_heads, flag, w));
-      if (ok && is_mlp && !mlp(b, Ly, b.cluster - mlp_first, step, flag, mlp_words(flag))) ok = false;
-      __syncthreads();
+      b.trace.begin();
+      if (ok && is_mlp) ok = __syncthreads_and(mlp(b, Ly, layer, b.cluster - mlp_first, step, flag, mlp_words(flag)));
     }
     if (!ok) break;
     const uint32_t last = first_flag + L;
     Watch w = watch(p, l, p.layers[L - 1].mlp_task, step, p.layers[L - 1].mlp_counter, last);
+    stage_norm(p.final_norm, norm, H);
     ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(last), H, p.mlp_gangs, last, w));
+    b.trace.begin();
     if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
   }
+  if (!ok && threadIdx.x == 0) b.ring.drain();
   cluster_sync();  // no block leaves while a peer may still push into its shared memory
 }
 
 }  // namespace
 
-size_t cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions) {
-  return layout(p, score_positions, kv_positions).end;
+ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions,
+                                size_t limit) {
+  uint32_t slots = 0;
+  while (layout(p, score_positions, kv_positions, slots + 1).end <= limit) ++slots;
+  return {layout(p, score_positions, kv_positions, slots).end, slots};
 }
 
 namespace {

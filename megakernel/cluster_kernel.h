@@ -19,10 +19,17 @@ struct ClusterLaunch {
   uint32_t clusters;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t score_positions, kv_positions;  // attention's shared memory (tile_layout.h)
+  uint32_t ring_slots;                     // the weight ring's 16-KB slots (weight_ring.cuh)
 };
 
-// The launch's dynamic shared memory: attention's tile area, then the program's buffers.
-size_t cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions);
+// The launch's dynamic shared memory: attention's tile area, the program's buffers, then as
+// many weight ring slots as fit within `limit` bytes.
+struct ClusterSmem {
+  size_t bytes;
+  uint32_t ring_slots;
+};
+ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions,
+                                size_t limit);
 
 // Clusters of 8 that can be co-resident with `smem` bytes of dynamic shared memory a block.
 uint32_t cluster_kernel_max_clusters(size_t smem);

@@ -1,5 +1,8 @@
 #include "megakernel/cluster_program.h"
 
+#include "megakernel/tile_layout.h"
+#include <algorithm>
+
 #include "tasks/error.h"
 #include "tasks/gang.h"
 #include "tasks/gemv_piece.h"
@@ -105,12 +108,23 @@ std::string check(const Graph& g, const Found& f) {
     return std::to_string(p.n_kv_heads) + " kv heads; the program has one cluster of " +
            std::to_string(kClusterRanks) + " blocks a kv head and runs 8 of them";
   if (p.attn_chunks != kClusterRanks) return "attention is in " + std::to_string(p.attn_chunks) + " chunks, not 8 (--attn-chunks 8)";
-  if ((group + 2) * p.head_dim % (kClusterRanks * 8))
-    return "a kv head's q, k and v rows do not cut into 8 ranks of whole octets";
-  if (p.hidden % (kClusterRanks * 4)) return "the hidden size is not a multiple of 32";
+  const uint32_t H = p.hidden, D = p.head_dim, rank_rows = (group + 2) * D / kClusterRanks;
+  // The weight ring's chunks hold whole rows of H (q/k/v, gate, up, LM head), whole rows of a
+  // head group's G*D columns (o_proj), and a rank's rows lie in one of q, k and v.
+  if (H % kSharedDotSpan || kRingChunkBytes % (H * 2))
+    return "the hidden size " + std::to_string(H) + " is not a multiple of " + std::to_string(kSharedDotSpan) +
+           " that divides " + std::to_string(kRingChunkBytes / 2);
+  const uint32_t row_chunk = kRingChunkBytes / (H * 2);
+  if ((group + 2) * D % kClusterRanks || rank_rows % row_chunk || D % rank_rows)
+    return "a kv head's q, k and v rows do not cut into 8 ranks of whole " + std::to_string(kRingChunkBytes >> 10) +
+           "-KiB chunks within one of q, k and v";
+  if (group * D % kDotBlock || kRingChunkBytes % (group * D * 2) || H / kClusterRanks * group * D * 2 % kRingChunkBytes)
+    return "a rank's o_proj rows over a kv head's columns do not fill whole " + std::to_string(kRingChunkBytes >> 10) +
+           "-KiB chunks";
   if (!f.problem.empty()) return f.problem;
   if (!f.tail.embed || !f.tail.lm_head || !f.tail.sample) return "no embed, LM head (argmax) or sample task";
   if (gemv_split(f.tail.lm_head->operand[7]).pieces > 1) return "the LM head is split";
+  if (g.views[f.tail.lm_head->operand[0]].row_stride != H) return "the LM head's rows are apart by more than their length";
   const uint32_t hidden = f.tail.embed->operand[1];
   for (uint32_t l = 0; l < p.n_layers; ++l) {
     const LayerTasks& lt = f.layers[l];
@@ -123,11 +137,17 @@ std::string check(const Graph& g, const Found& f) {
     for (const SpTask* t : {lt.q, lt.k, lt.v})
       if (!same_place(g, t->operand[1], hidden) || t->operand[2] == SP_NO_VIEW)
         return layer + "q, k and v do not normalise the hidden state";
+    for (const uint32_t v : {lt.q->operand[0], lt.k->operand[0], lt.v->operand[0], lt.mlp->operand[0], lt.mlp->operand[1]})
+      if (g.views[v].row_stride != H) return layer + "'" + g.view_names[v] + "' has rows apart by more than their length";
     const uint32_t o_residual = lt.o_proj->op == SP_OP_GEMV ? lt.o_proj->operand[4] : lt.o_proj->operand[3];
     if (o_residual == SP_NO_VIEW || !same_place(g, o_residual, hidden)) return layer + "o_proj does not add the hidden state";
     const MlpShape s = mlp_shape(*lt.mlp, g.views[lt.mlp->operand[2]]);
     if (s.width != kClusterRanks) return layer + "MLP gangs of " + std::to_string(s.width) + ", not 8 (--fused-mlp PIECES/8)";
-    if (s.piece > 64) return layer + "MLP pieces of " + std::to_string(s.piece) + " columns; the program takes 64 at most";
+    if (s.piece > 64 || s.piece % row_chunk || kRingChunkBytes % (s.piece * 2) || kRingChunkBytes / (s.piece * 2) % 32 ||
+        H * s.piece * 2 % kRingChunkBytes)
+      return layer + "MLP pieces of " + std::to_string(s.piece) + " columns; the program takes at most 64, a multiple of " +
+             std::to_string(row_chunk) + " whose down block fills whole " + std::to_string(kRingChunkBytes >> 10) +
+             "-KiB chunks of rows in 32s";
     if (s.gangs > kClusterMaxGangs)
       return layer + std::to_string(s.gangs) + " MLP gangs; the program takes " + std::to_string(kClusterMaxGangs) + " at most";
     if (!same_place(g, lt.mlp->operand[3], hidden)) return layer + "the MLP does not update the hidden state";
@@ -175,7 +195,7 @@ ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& ba
   // Strides, the RoPE table and the MLP's shape: the builder gives every layer the same.
   ClusterProgram& c = plan.program;
   const LayerTasks& first = f.layers[0];
-  c.o_stride = g.views[first.o_proj->operand[0]].row_stride;
+  plan.o_stride = g.views[first.o_proj->operand[0]].row_stride;
   c.kv_stride = g.views[first.attention->operand[3]].row_stride;
   c.rope_stride = g.views[first.attention->operand[4]].row_stride;
   c.rope = address<const bf16>(g, bases, first.attention->operand[4]);
@@ -187,7 +207,6 @@ ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& ba
   c.embed = address<const bf16>(g, bases, t.embed->operand[0]);
   c.embed_stride = g.views[t.embed->operand[0]].row_stride;
   c.lm_head = address<const bf16>(g, bases, t.lm_head->operand[0]);
-  c.lm_rows_stride = g.views[t.lm_head->operand[0]].row_stride;
   c.final_norm = address<const bf16>(g, bases, t.lm_head->operand[2]);
   c.logits = address<float>(g, bases, t.lm_head->operand[3]);
   c.forced_tokens = address<const uint32_t>(g, bases, t.sample->operand[3]);
@@ -198,6 +217,66 @@ ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& ba
   c.sample_task = t.sample_index;
   c.sample_counter = t.sample->signal_counter;
   return plan;
+}
+
+std::vector<uint32_t> cluster_trace_tasks(const Graph& g, uint32_t clusters) {
+  const Found f = find_tasks(g);
+  if (const std::string why = check(g, f); !why.empty())
+    throw Error("cuda executor: the graph cannot run as the cluster program: " + why);
+  const SpGraphParams& p = g.params;
+  const uint32_t L = p.n_layers, blocks = clusters * kClusterRanks, H = p.hidden, D = p.head_dim;
+  const uint32_t G = p.n_heads / p.n_kv_heads, rank_rows = (G + 2) * D / kClusterRanks;
+  const MlpShape s = mlp_shape(*f.layers[0].mlp, g.views[f.layers[0].mlp->operand[2]]);
+  const uint32_t mlp_first = clusters - s.gangs;
+  std::vector<std::vector<uint32_t>> by_layer(L + 1);  // the tail's last
+  for (uint32_t i = 0; i < g.tasks.size(); ++i) by_layer[std::min(g.tasks[i].layer, L)].push_back(i);
+  // The first task of `layer` (L: the tail) that `is` accepts, or SP_NO_TASK.
+  const auto first = [&](uint32_t layer, auto is) {
+    const std::vector<uint32_t>& tasks = by_layer[layer];
+    const auto at = std::find_if(tasks.begin(), tasks.end(), [&](uint32_t i) { return is(g.tasks[i]); });
+    return at == tasks.end() ? SP_NO_TASK : *at;
+  };
+  const auto covers = [](const SpTask& t, uint32_t row) { return t.tile_begin <= row && row < t.tile_end; };
+  std::vector<uint32_t> tasks(cluster_trace_records(L, blocks), SP_NO_TASK);
+  const auto at = [&](uint32_t layer, uint32_t block, ClusterPhase phase) -> uint32_t& {
+    return tasks[cluster_trace_record(0, L, layer, block, blocks, phase)];
+  };
+  for (uint32_t l = 0; l < L; ++l) {
+    const LayerTasks& lt = f.layers[l];
+    for (uint32_t block = 0; block < blocks; ++block) {
+      const uint32_t c = block / kClusterRanks, r = block % kClusterRanks;
+      if (c < p.n_kv_heads) {
+        const uint32_t gr = r * rank_rows;  // the rank's first row of the head's q | k | v, in q, k or v
+        const SpTask* out = gr < G * D ? lt.q : gr < (G + 1) * D ? lt.k : lt.v;
+        const uint32_t row = gr < G * D ? c * G * D + gr : c * D + (gr - G * D) % D;
+        at(l, block, kPhaseQkv) = first(l, [&](const SpTask& t) {
+          return t.op == SP_OP_GEMV && t.operand[3] == out->operand[3] && covers(t, row);
+        });
+        at(l, block, kPhaseAttention) = first(l, [&](const SpTask& t) {
+          return t.op == SP_OP_ATTENTION && t.tile_begin == c * p.attn_chunks + r;
+        });
+        at(l, block, kPhaseOProj) = first(l, [&](const SpTask& t) {  // find_tasks' o_proj: a split GEMV or pieces
+          const bool o_proj = t.op == SP_OP_GEMV ? t.operand[1] == lt.attention->operand[6]
+                                                 : t.op == SP_OP_GEMV_PIECE && gemv_piece(t).index == c;
+          return o_proj && covers(t, r * (H / kClusterRanks));
+        });
+      }
+      if (c >= mlp_first)
+        at(l, block, kPhaseMlp) = first(l, [&](const SpTask& t) {
+          return t.op == SP_OP_MLP && t.tile_begin == ((c - mlp_first) * kClusterRanks + r) * s.piece;
+        });
+    }
+  }
+  const uint32_t each = (p.vocab + blocks - 1) / blocks;
+  for (uint32_t block = 0; block < blocks; ++block) {
+    const uint32_t row = block * each;
+    if (row < p.vocab)
+      at(0, block, kPhaseLmHead) = first(L, [&](const SpTask& t) {
+        return t.op == f.tail.lm_head->op && t.operand[0] == f.tail.lm_head->operand[0] && covers(t, row);
+      });
+    at(0, block, kPhaseSample) = f.tail.sample_index;
+  }
+  return tasks;
 }
 
 }  // namespace spindle::cuda

@@ -13,6 +13,7 @@
 #include "megakernel/device_records.h"
 #include "ops/argmax.h"
 #include "ops/bf16.h"
+#include "ops/hd.h"
 #include "tasks/graph.h"
 
 namespace spindle::cuda {
@@ -23,7 +24,7 @@ constexpr uint32_t kClusterMaxGangs = 16;  // MLP gangs (clusters) whose sums a 
 // One layer's weights and cache, and the graph tasks and counters a failure names.
 struct ClusterLayer {
   const bf16 *wq, *wk, *wv;  // [Hq*D, H], [Hkv*D, H], [Hkv*D, H]; rows H apart
-  const bf16* wo;            // [H, Hq*D], rows o_stride apart
+  const bf16* wo;            // piece-major (the executor repacks it): piece g's H rows of G*D from g*H*G*D
   const bf16 *wg, *wu;       // [I, H], rows H apart
   const bf16* wd;            // piece-major (repack_down.h): piece j's H rows of P from j*H*P
   const bf16 *in_norm, *post_norm, *q_norm, *k_norm;
@@ -35,9 +36,8 @@ struct ClusterLayer {
 struct ClusterProgram {
   const ClusterLayer* layers;  // device memory, n_layers of them
   SpGraphParams params;
-  uint32_t o_stride, kv_stride, rope_stride;
+  uint32_t kv_stride, rope_stride;
   uint32_t mlp_piece, mlp_gangs;  // P intermediate columns a member; gangs of kClusterRanks
-  uint32_t lm_rows_stride;
   const bf16 *embed, *final_norm, *lm_head, *rope;
   uint32_t embed_stride;
   float* logits;
@@ -54,15 +54,48 @@ struct ClusterProgram {
   RunControl* control;
 };
 
+// A traced run's records (DeviceTrace): each block's phases of each layer, then its tail's, every
+// step; a phase's record stands for the graph task whose work it does (cluster_trace_tasks).
+enum ClusterPhase : uint32_t {
+  kPhaseQkv,        // the rank's q/k/v rows, until the gang's have arrived
+  kPhaseAttention,  // its chunk's attention, until the head's partials have arrived and merged
+  kPhaseOProj,      // its rows of its head's o_proj piece
+  kPhaseMlp,        // an MLP member, until its gang's sums are stored
+  kLayerPhases,
+  kPhaseLmHead = kLayerPhases,  // its LM head rows
+  kPhaseSample,                 // the last block's: the token chosen and published
+  kPhases
+};
+SP_HDI uint32_t cluster_trace_records(uint32_t layers, uint32_t blocks) {
+  return (layers * kLayerPhases + kPhases - kLayerPhases) * blocks;
+}
+// Where the record of (step, layer, block, phase) lies; `layer` is ignored for the tail's phases.
+SP_HDI uint32_t cluster_trace_record(uint32_t step, uint32_t layers, uint32_t layer, uint32_t block, uint32_t blocks,
+                                     ClusterPhase phase) {
+  const uint32_t in_step = phase < kLayerPhases
+                               ? (layer * blocks + block) * kLayerPhases + phase
+                               : layers * blocks * kLayerPhases + block * (kPhases - kLayerPhases) + phase - kLayerPhases;
+  return step * cluster_trace_records(layers, blocks) + in_step;
+}
+
 // Why the graph cannot run as the cluster program, or an empty string when it can.
 std::string cluster_program_problem(const Graph& g);
 
 // The graph's layers as the host resolves them (views → device addresses at `bases`, the
-// arenas' device addresses); throws spindle::Error with cluster_program_problem's reason.
+// arenas' device addresses); throws spindle::Error with cluster_program_problem's reason. Every
+// weight is read as the graph lays it out (rows of H elements, the LM head's too, back to
+// back), except o_proj: the executor repacks each layer's [H, Hq*D] (rows o_stride apart)
+// piece-major before the first launch, so that a rank's block of it is one span.
 struct ClusterPlan {
   ClusterProgram program{};  // layers, exchange memory and control left for the executor
   std::vector<ClusterLayer> layers;
+  uint32_t o_stride;
 };
 ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& bases);
+
+// The graph task each record of one step stands for, on `clusters` clusters (the roles depend on
+// how many), or SP_NO_TASK where no block has that phase.
+constexpr uint32_t SP_NO_TASK = 0xFFFFFFFFu;
+std::vector<uint32_t> cluster_trace_tasks(const Graph& g, uint32_t clusters);
 
 }  // namespace spindle::cuda

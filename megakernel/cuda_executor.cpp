@@ -46,16 +46,23 @@ namespace {
 // those chunks, was 4.4% slower on qwen3-0.6b at position 4096). docs/JOURNAL.md, eighth session.
 constexpr uint32_t kAttnScoreBytes = 32 * 1024;
 constexpr uint32_t kAttnKVBytes = 160 * 1024;
+// The cluster program gives the rest of a block's shared memory to its weight ring, so its
+// attention stages less by default: 64 positions of K and V at head_dim 128, and one pass of
+// scores for chunks of up to 2048 positions of a group of 2 q heads.
+constexpr uint32_t kClusterAttnScoreBytes = 16 * 1024;
+constexpr uint32_t kClusterAttnKVBytes = 32 * 1024;
+// Fewer slots than this leave too little in flight for the cluster program to stream its weights.
+constexpr uint32_t kClusterMinRingSlots = 4;
 
 uint32_t longest_chunk(const SpGraphParams& p) { return chunk_size(p.context, p.attn_chunks); }
 
 uint32_t attn_score_positions(const SpGraphParams& p, uint32_t bytes) {
   const uint32_t group = p.n_heads / p.n_kv_heads;
-  return std::max(1u, std::min(longest_chunk(p), (bytes ? bytes : kAttnScoreBytes) / (4 * group)));
+  return std::max(1u, std::min(longest_chunk(p), bytes / (4 * group)));
 }
 
 uint32_t attn_kv_positions(const SpGraphParams& p, uint32_t bytes) {
-  return std::max(1u, std::min(longest_chunk(p), (bytes ? bytes : kAttnKVBytes) / (4 * std::max(1u, p.head_dim))));
+  return std::max(1u, std::min(longest_chunk(p), bytes / (4 * std::max(1u, p.head_dim))));
 }
 
 [[noreturn]] void unsupported(uint32_t task, const SpTask& t, const std::string& what) {
@@ -177,7 +184,7 @@ void repack_down_weights(const Graph& g, const cuda::DeviceModel& model) {
   }
   for (const auto& [v, piece] : piece_of_view) {
     const SpView& W = g.views[v];
-    cuda::repack_down_pieces(model.arena(W.arena) + sp_view_offset(W), W.rows, W.cols, W.row_stride, piece);
+    cuda::repack_piece_major(model.arena(W.arena) + sp_view_offset(W), W.rows, W.cols, W.row_stride, piece);
   }
 }
 
@@ -246,8 +253,11 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   d.control = DeviceBuffer(sizeof(cuda::RunControl), "the run control block");
   SP_CUDA(cudaMemset(d.control.data(), 0, d.control.bytes()));
 
-  const uint32_t score_positions = attn_score_positions(g.params, tuning.attn_score_bytes);
-  const uint32_t kv_positions = attn_kv_positions(g.params, tuning.attn_kv_bytes);
+  const bool cluster = opt.cuda_mode == CudaMode::Megakernel && tuning.cluster_program;
+  const uint32_t score_positions = attn_score_positions(
+      g.params, tuning.attn_score_bytes ? tuning.attn_score_bytes : cluster ? kClusterAttnScoreBytes : kAttnScoreBytes);
+  const uint32_t kv_positions = attn_kv_positions(
+      g.params, tuning.attn_kv_bytes ? tuning.attn_kv_bytes : cluster ? kClusterAttnKVBytes : kAttnKVBytes);
   d.smem = tile_smem_bytes(g, score_positions, kv_positions);
   int device = 0, smem_limit = 0, sms = 0;
   SP_CUDA(cudaGetDevice(&device));
@@ -259,7 +269,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
                 "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
 
   uint32_t n_stages = 0;  // the ticket schedule's
-  if (opt.cuda_mode == CudaMode::Megakernel && tuning.cluster_program) {
+  if (cluster) {
     prepare_cluster_program(g, score_positions, kv_positions, size_t(smem_limit));
   } else if (opt.cuda_mode == CudaMode::Megakernel) {
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
@@ -357,11 +367,14 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
   std::vector<uint8_t*> bases;
   for (uint32_t a = 0; a < g.arenas.size(); ++a) bases.push_back(d.model.arena(a));
   cuda::ClusterPlan plan = cuda::plan_cluster_program(g, bases);
-  cluster_smem_ = cuda::cluster_kernel_smem(p, score_positions, kv_positions);
-  if (cluster_smem_ > smem_limit)
-    throw Error("cuda executor: the cluster program needs " + std::to_string(cluster_smem_) +
-                " bytes of shared memory a block; a block may have " + std::to_string(smem_limit) +
-                "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+  const cuda::ClusterSmem smem = cuda::cluster_kernel_smem(p, score_positions, kv_positions, smem_limit);
+  if (smem.ring_slots < kClusterMinRingSlots)
+    throw Error("cuda executor: the cluster program's weight ring needs " + std::to_string(kClusterMinRingSlots) +
+                " slots of " + std::to_string(cuda::kRingChunkBytes >> 10) + " KiB; " +
+                std::to_string(smem.ring_slots) + " fit beside attention's shared memory in a block's " +
+                std::to_string(smem_limit) + " bytes; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+  cluster_smem_ = smem.bytes;
+  ring_slots_ = smem.ring_slots;
   const uint32_t needed = std::max(p.n_kv_heads, plan.program.mlp_gangs);  // a kv head, an MLP gang a cluster
   const uint32_t clusters = cuda::cluster_kernel_max_clusters(cluster_smem_);
   const uint32_t wanted = opt_.workers ? opt_.workers / cuda::kClusterRanks : clusters;
@@ -373,6 +386,10 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
   clusters_ = std::min(wanted, clusters);
   blocks_ = clusters_ * cuda::kClusterRanks;
   const size_t H = p.hidden;
+  // o_proj piece-major, as the program streams it (cluster_program.h); nothing else reads it.
+  for (const cuda::ClusterLayer& layer : plan.layers)
+    cuda::repack_piece_major(const_cast<bf16*>(layer.wo), uint32_t(H), p.n_heads * p.head_dim, plan.o_stride,
+                             p.n_heads / p.n_kv_heads * p.head_dim);
   d.cluster_layers = upload(plan.layers, "the cluster program's layers");
   d.o_words = DeviceBuffer(2 * p.n_kv_heads * H * 8, "the cluster program's o_proj words");
   d.mlp_words = DeviceBuffer(2 * plan.program.mlp_gangs * H * 8, "the cluster program's MLP words");
@@ -389,6 +406,7 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
   d.program.argmax = d.argmax.as<ArgmaxPartial>();
   d.program.arrivals = d.arrivals.as<uint32_t>();
   d.program.control = d.control.as<cuda::RunControl>();
+  cluster_trace_tasks_ = cuda::cluster_trace_tasks(g, clusters_);
 }
 
 // The run's launches of the cluster program, `steps_per_launch` steps each; the exchange words' flags go on
@@ -414,6 +432,7 @@ void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positio
     launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
     launch.score_positions = score_positions;
     launch.kv_positions = kv_positions;
+    launch.ring_slots = ring_slots_;
     cuda::launch_cluster_kernel(d.program, launch, cluster_smem_, d.stream.get());
     d.cluster_flag += launch.steps * L;
   }
@@ -431,7 +450,8 @@ std::string CudaExecutor::describe() const {
            " launches per step)" + on;
   if (opt_.megakernel.cluster_program)
     return "cuda megakernel, cluster program (" + std::to_string(clusters_) + " clusters of " +
-           std::to_string(cuda::kClusterRanks) + " blocks x 256 threads)" + on;
+           std::to_string(cuda::kClusterRanks) + " blocks x 256 threads, weight ring of " + std::to_string(ring_slots_) +
+           " x " + std::to_string(cuda::kRingChunkBytes >> 10) + " KiB)" + on;
   const MegakernelTuning& t = opt_.megakernel;
   std::string knobs;
   if (t.blocks_per_sm != 1) knobs += ", " + std::to_string(t.blocks_per_sm) + " blocks/SM";
@@ -463,8 +483,6 @@ void CudaExecutor::run_steps(uint32_t steps) {
   if (state().temperature > 0.0f)
     throw Error("cuda executor: only greedy sampling (temperature 0) is implemented");
   if (steps == 0) return;
-  if (tracing_ && opt_.cuda_mode == CudaMode::Megakernel && opt_.megakernel.cluster_program)
-    throw Error("cuda executor: the cluster program records no per-task trace yet");
   run_on_device(steps);
   read_back(steps);
   steps_done_ += steps;
@@ -472,8 +490,10 @@ void CudaExecutor::run_steps(uint32_t steps) {
 
 void CudaExecutor::run_on_device(uint32_t steps) {
   Device& d = *dev_;
-  const uint64_t trace_bytes = uint64_t(steps) * graph_.tasks.size() * sizeof(cuda::DeviceTrace);
+  const uint64_t trace_bytes = trace_records(steps) * sizeof(cuda::DeviceTrace);
   if (tracing_ && d.trace.bytes() < trace_bytes) d.trace = DeviceBuffer(trace_bytes, "the trace");
+  // The cluster program writes only the records of the phases its blocks have.
+  if (tracing_ && clusters_) SP_CUDA(cudaMemsetAsync(d.trace.data(), 0, trace_bytes, d.stream.get()));
   cuda::RunControl control{};
   control.step_base = steps_done_;
   control.state_step_base = state().step;
@@ -536,14 +556,24 @@ void CudaExecutor::read_back(uint32_t steps) {
   SP_CUDA(cudaMemcpy(logits_.data(), d.model.arena(lv.arena) + sp_view_offset(lv), logits_.size() * sizeof(float),
                      cudaMemcpyDeviceToHost));
   if (!tracing_) return;
-  std::vector<cuda::DeviceTrace> records(size_t(steps) * graph_.tasks.size());
+  std::vector<cuda::DeviceTrace> records(trace_records(steps));
   SP_CUDA(cudaMemcpy(records.data(), d.trace.data(), records.size() * sizeof(cuda::DeviceTrace), cudaMemcpyDeviceToHost));
-  if (trace_epoch_ns_ == 0)
+  if (clusters_) {  // a phase's record stands for its graph task; the records no block wrote are zeros
+    const size_t per_step = cluster_trace_tasks_.size();
+    for (size_t i = 0; i < records.size(); ++i) records[i].task = cluster_trace_tasks_[i % per_step];
+    std::erase_if(records, [](const cuda::DeviceTrace& r) { return r.end_ns == 0 || r.task == cuda::SP_NO_TASK; });
+  }
+  if (trace_epoch_ns_ == 0 && !records.empty())
     trace_epoch_ns_ = std::min_element(records.begin(), records.end(), [](const auto& a, const auto& b) {
                         return a.start_ns < b.start_ns;
                       })->start_ns;
   for (const cuda::DeviceTrace& r : records)
     trace_.push_back({r.step, r.task, r.worker, r.start_ns - trace_epoch_ns_, r.end_ns - trace_epoch_ns_, r.wait_ns});
+}
+
+// A run's trace records: one a task a step, or the cluster program's (cluster_program.h).
+size_t CudaExecutor::trace_records(uint32_t steps) const {
+  return size_t(steps) * (clusters_ ? cluster_trace_tasks_.size() : graph_.tasks.size());
 }
 
 // After a failure of the persistent kernel: where its blocks were (the earliest tasks they

@@ -37,6 +37,7 @@ class CudaExecutor final : public Executor {
   void prepare_cluster_program(const Graph& g, uint32_t score_positions, uint32_t kv_positions, size_t smem_limit);
   void launch_cluster_program(uint32_t steps, uint32_t score_positions, uint32_t kv_positions);
   void read_back(uint32_t steps);
+  size_t trace_records(uint32_t steps) const;
   std::string blocks_report() const;
 
   ExecutorOptions opt_;
@@ -54,6 +55,8 @@ class CudaExecutor final : public Executor {
   bool broken_ = false;
   uint32_t clusters_ = 0;     // the cluster program's clusters of 8 blocks (0: not that program)
   size_t cluster_smem_ = 0;   // its dynamic shared memory a block
+  uint32_t ring_slots_ = 0;   // its weight ring's slots
+  std::vector<uint32_t> cluster_trace_tasks_;  // the graph task of each of a step's trace records
 };
 
 // True when the runtime sees a CUDA device; else `why` (if given) says what it reported.

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "megakernel/l2_policy.cuh"
+#include "megakernel/tile_layout.h"
 #include "ops/bf16.h"
 #include "ops/dot.h"
 
@@ -167,32 +168,27 @@ __device__ __forceinline__ uint4 load16_shared(uint32_t address) {
   return v;
 }
 
-// Chunks a lane of warp_dot_rows_shared loads per row in a round; n must be a multiple of
-// kSharedDotSpan elements.
-constexpr int kSharedDotChunks = 4;
-constexpr uint32_t kSharedDotSpan = kSharedDotChunks * kDotBlock;
-
 // warp_dot_rows for R rows and b all in shared memory, given as shared-window addresses of
-// their first elements, for n a multiple of kSharedDotSpan: each round issues every row's
-// loads of kSharedDotChunks chunks, then their products, with no exit in between, through
-// ld.shared and 32-bit addresses. In the eighteenth session's microbenchmark (docs/JOURNAL.md)
-// it took 1210 cycles for 4 rows of 1024 against warp_dot_rows' 1817, and 1247 against 2051
-// for one row of 3072; same bits.
-template <int R>
+// their first elements, for n a multiple of U chunks (U * kDotBlock elements; kSharedDotSpan
+// by default): each round issues every row's loads of U chunks, then their products, with no
+// exit in between, through ld.shared and 32-bit addresses. In the eighteenth session's
+// microbenchmark (docs/JOURNAL.md) it took 1210 cycles for 4 rows of 1024 against
+// warp_dot_rows' 1817, and 1247 against 2051 for one row of 3072; same bits.
+template <int R, int U = kSharedDotChunks>
 __device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uint32_t b, uint32_t n, float (&out)[R]) {
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   const uint32_t lane_bytes = lane_id() * kDotVec * 2u;
 #pragma unroll 1
-  for (uint32_t k = 0; k < n; k += kSharedDotSpan) {
-    uint4 av[R][kSharedDotChunks];
+  for (uint32_t k = 0; k < n; k += U * kDotBlock) {
+    uint4 av[R][U];
 #pragma unroll
-    for (int u = 0; u < kSharedDotChunks; ++u)
+    for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int i = 0; i < R; ++i) av[i][u] = load16_shared(a[i] + (k + u * kDotBlock) * 2u + lane_bytes);
 #pragma unroll
-    for (int u = 0; u < kSharedDotChunks; ++u) {
+    for (int u = 0; u < U; ++u) {
       float bf[8];
       unpack_bf16x8(load16_shared(b + (k + u * kDotBlock) * 2u + lane_bytes), bf);
 #pragma unroll

@@ -17,7 +17,7 @@ __global__ void piece_major(const uint16_t* src, uint16_t* dst, uint32_t rows, u
 
 }  // namespace
 
-void repack_down_pieces(void* w, uint32_t rows, uint32_t cols, uint32_t stride, uint32_t piece) {
+void repack_piece_major(void* w, uint32_t rows, uint32_t cols, uint32_t stride, uint32_t piece) {
   const size_t bytes = (size_t(rows - 1) * stride + cols) * 2;
   DeviceBuffer copy(bytes, "the down weight's repacking copy");
   SP_CUDA(cudaMemcpy(copy.data(), w, bytes, cudaMemcpyDeviceToDevice));

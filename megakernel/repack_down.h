@@ -1,6 +1,7 @@
-// The persistent kernel's layout of an MLP graph's down weights (engine-internal; the graph and
-// the checkpoint keep the row-major [H, I]): piece-major, so that a member's H rows of its P
-// columns are one contiguous block that one bulk copy brings into shared memory.
+// The persistent kernel's layout of an MLP graph's down weights, and the cluster program's of
+// o_proj (engine-internal; the graph and the checkpoint keep them row-major): piece-major, so
+// that a piece's rows of its columns are one contiguous block that bulk copies bring into
+// shared memory.
 #pragma once
 #include <cstdint>
 
@@ -13,6 +14,6 @@ constexpr uint32_t kPieceMajorStride = 0;
 // Rewrites the bf16 matrix [rows, cols] with `stride` elements between rows at device address
 // `w`, in place, as cols / piece blocks [rows][piece], block j from element j * rows * piece.
 // Synchronous. `piece` divides cols.
-void repack_down_pieces(void* w, uint32_t rows, uint32_t cols, uint32_t stride, uint32_t piece);
+void repack_piece_major(void* w, uint32_t rows, uint32_t cols, uint32_t stride, uint32_t piece);
 
 }  // namespace spindle::cuda

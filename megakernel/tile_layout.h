@@ -4,6 +4,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "ops/dot.h"
 #include "ops/hd.h"
 
 namespace spindle::cuda {
@@ -19,6 +20,15 @@ constexpr uint32_t kAttnPairsPerThread = 8;
 constexpr uint32_t kAttnMaxGroup = kTileScratchBytes / 4;
 
 SP_HDI uint32_t align16(uint32_t bytes) { return (bytes + 15u) & ~15u; }
+
+// Chunks a lane of warp_dot_rows_shared (device_dot.cuh) loads per row in a round by default;
+// n must then be a multiple of kSharedDotSpan elements.
+constexpr int kSharedDotChunks = 4;
+constexpr uint32_t kSharedDotSpan = kSharedDotChunks * kDotBlock;
+
+// A weight ring's slot (weight_ring.cuh): one bulk copy, 16 KB (docs/two-hop-layer.md: copies
+// of 16 KB keep up where 2-KB ones do not).
+constexpr uint32_t kRingChunkBytes = 16384;
 
 // GEMV and GATE_UP: the projection's input, normalised once per task, as K bf16 values, then
 // the norm weights (K bf16).

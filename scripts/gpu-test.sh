@@ -18,8 +18,12 @@
 #   SPINDLE_GPU_CPU=0        skip building and running the CPU suite (with no vulkan step
 #                            either, the build leaves the Vulkan path out)
 #   SPINDLE_GPU_FIRST=…      run these steps first, in this order (a space-separated list of
-#                            cuda-tests bench timing sanitize vulkan weight-read), so a short
-#                            lease gets them
+#                            cuda-tests bench cluster-bench timing sanitize vulkan weight-read),
+#                            so a short lease gets them
+#   cluster-bench (a step)   `spindle bench` on qwen3-0.6b built for the cluster program
+#                            (docs/two-hop-layer.md): the program against the graph mode on that
+#                            graph, then main's megakernel and graph mode on the plain graph, at
+#                            positions 1, 1024 and 4096 (bench.log)
 #   vulkan (a step)          the Vulkan tests on the GPU's driver: unpacks the loader .debs in
 #                            .gl/ first (the machine has no libvulkan1), VK_DRIVER_FILES set to
 #                            NVIDIA's ICD unless given; then the dependency-hop timing test and,
@@ -97,7 +101,7 @@ step configure build 300 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" || e
 cuda_tests=$build/tests/spindle_cuda_tests
 targets=()
 ! wants cuda-tests && ! wants sanitize && ! wants timing || targets+=(spindle_cuda_tests)
-[[ -z ${SPINDLE_GPU_BENCH:-} ]] || ! wants bench || targets+=(spindle)
+if { [[ -n ${SPINDLE_GPU_BENCH:-} ]] && wants bench; } || wants cluster-bench; then targets+=(spindle); fi
 ((${#targets[@]} == 0)) || step build-cuda build 600 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
 # Per kernel of the CUDA tests' binary: local-memory accesses (spills), 16-byte global loads,
 # bulk copies and asynchronous copies in its SASS.
@@ -165,6 +169,14 @@ bench_step() {
   grep -E 'ceiling|model:|position|megakernel|per-op|graph' "$logs/bench.log"
 }
 
+cluster_bench_step() {
+  local run=("$build/host/spindle" bench --model synthetic:qwen3-0.6b -e cuda --positions 1,1024,4096 --tokens 64 --reps 5)
+  step cluster-bench bench 300 "${run[@]}" --modes megakernel,graph --cuda-cluster --kv-head-waits --o-proj-split 8 \
+    --attn-chunks 8 --fused-mlp 96/8
+  step cluster-bench-plain bench 300 "${run[@]}" --modes megakernel,graph
+  grep -E 'ceiling|model:|position|megakernel|graph' "$logs/bench.log"
+}
+
 vulkan_step() {
   step build-vulkan build 600 cmake --build "$build" -j"$jobs" --target spindle_vulkan_tests spindle || return 1
   "$build/host/spindle" info --model synthetic:tiny | grep vulkan | tee -a "$logs/vulkan.log"
@@ -191,6 +203,7 @@ for s in $order; do
     sanitize) sanitize_step ;;
     timing) timing_step ;;
     bench) bench_step ;;
+    cluster-bench) cluster_bench_step ;;
     vulkan) vulkan_step ;;
     weight-read) weight_read_step ;;
   esac

@@ -4,7 +4,10 @@
 // Needs a GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host/decode.h"
@@ -67,7 +70,7 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
     }
 }
 
-TEST_CASE("the cluster program refuses a graph not built for it, too few clusters and a trace, saying why") {
+TEST_CASE("the cluster program refuses a graph not built for it and too few clusters, saying why") {
   BuildOptions plain;
   plain.context = 128;
   const Graph g = build_decode_graph(qwen06b_weights(), plain);
@@ -77,8 +80,71 @@ TEST_CASE("the cluster program refuses a graph not built for it, too few cluster
   const Graph c = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   msg = error_of([&] { CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, 64)); });
   CHECK(msg.find("needs 12 clusters of 8 blocks") != std::string::npos);
-  CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+}
+
+// Per step: a front block's q/k/v, attention and o_proj records a layer, an MLP member's record
+// a layer, every block's LM head rows and the last one's sample.
+TEST_CASE("the cluster program's trace: each block's phases as the graph tasks whose work they do, in time order") {
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
+  const std::vector<uint32_t> prompt = {9, 151000, 42};
+  CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
   ex.set_tracing(true);
-  msg = error_of([&] { decode(ex, c, {1}, 1, {}); });
-  CHECK(msg.find("records no per-task trace yet") != std::string::npos);
+  CudaExecutor untraced(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  check_same(run_decode(ex, g, prompt, 2), run_decode(untraced, g, prompt, 2));
+  const uint32_t steps = 4, L = g.params.n_layers, blocks = ex.workers(), front = 8 * 8, mlp = 12 * 8;
+  std::map<std::pair<uint32_t, std::string>, uint32_t> runs;  // (step, op) → records
+  std::map<uint32_t, std::vector<const TaskTrace*>> by_block;
+  for (const TaskTrace& t : ex.trace()) {
+    const SpTask& task = g.tasks[t.task];
+    const bool lm_head = task.op == SP_OP_GEMV && task.layer >= L;
+    ++runs[{t.step, lm_head ? "lm_head" : sp_opcode_name(task.op)}];
+    CHECK(t.start_ns <= t.end_ns);
+    CHECK(t.worker < blocks);
+    by_block[t.worker].push_back(&t);
+  }
+  for (uint32_t s = 0; s < steps; ++s) {
+    CAPTURE(s);
+    CHECK(runs[{s, "gemv"}] == front * L);
+    CHECK(runs[{s, "attention"}] == front * L);
+    CHECK(runs[{s, "gemv_piece"}] == front * L);
+    CHECK(runs[{s, "mlp"}] == mlp * L);
+    CHECK(runs[{s, "lm_head"}] == blocks);
+    CHECK(runs[{s, "sample"}] == 1);
+  }
+  CHECK(by_block.size() == blocks);
+  for (auto& [block, records] : by_block) {
+    std::sort(records.begin(), records.end(), [](const TaskTrace* a, const TaskTrace* b) { return a->start_ns < b->start_ns; });
+    for (size_t i = 1; i < records.size(); ++i) {
+      CAPTURE(block);
+      CHECK(records[i - 1]->end_ns <= records[i]->start_ns);
+      const uint64_t since = records[i]->start_ns - records[i]->wait_ns;  // a run's first: since its launch
+      if (records[i]->step == records[i - 1]->step) CHECK(since == records[i - 1]->end_ns);
+      else CHECK(since >= records[i - 1]->end_ns);
+    }
+  }
+}
+
+// The second step fails at its start, when the blocks' weight rings already hold its first
+// chunks in flight: the blocks must let them land before they leave.
+TEST_CASE("the cluster program stops at a bad token or position with the error naming it, weight copies in flight") {
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
+  {
+    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+    ex.state().token = g.params.vocab + 5;
+    const std::string msg = error_of([&] { ex.run_steps(1); });
+    CAPTURE(msg);
+    CHECK(msg.find("(embed)") != std::string::npos);
+    CHECK(msg.find("token " + std::to_string(g.params.vocab + 5)) != std::string::npos);
+  }
+  {
+    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+    ex.state().position = g.params.context - 1;
+    const std::string msg = error_of([&] { ex.run_steps(2); });
+    CAPTURE(msg);
+    CHECK(msg.find("(attention)") != std::string::npos);
+    CHECK(msg.find("position " + std::to_string(g.params.context) + " is past the KV capacity") != std::string::npos);
+  }
+  const std::vector<uint32_t> prompt = {9, 151000, 42};
+  CudaExecutor fresh(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  check_same(run_decode(fresh, g, prompt, 2), run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 2));
 }

@@ -50,7 +50,7 @@ TEST_CASE("a graph built for the cluster program resolves each layer's operands 
   CHECK(c.embed == at("model.embed_tokens.weight"));
   CHECK(c.mlp_piece == 32);
   CHECK(c.mlp_gangs == 12);
-  CHECK(c.o_stride == g.params.n_heads * g.params.head_dim);
+  CHECK(plan.o_stride == g.params.n_heads * g.params.head_dim);
 }
 
 TEST_CASE("graphs not built for the cluster program are refused, naming what they lack") {
@@ -64,7 +64,8 @@ TEST_CASE("graphs not built for the cluster program are refused, naming what the
       {"4 chunks", [](BuildOptions& o) { o.attn_chunks = 4; }, "not 8 (--attn-chunks 8)"},
       {"gangs of 16", [](BuildOptions& o) { o.fused_mlp = {96, 16}; }, "MLP gangs of 16"},
       {"o_proj in 2 groups", [](BuildOptions& o) { o.o_proj_split = {8, 4}; }, "one piece a kv head in one group"},
-      {"pieces of 96 columns", [](BuildOptions& o) { o.fused_mlp = {32, 8}; }, "the program takes 64 at most"},
+      {"pieces of 96 columns", [](BuildOptions& o) { o.fused_mlp = {32, 8}; }, "the program takes at most 64"},
+      {"pieces of 24 columns", [](BuildOptions& o) { o.fused_mlp = {128, 8}; }, "fills whole 16-KiB chunks"},
   };
   for (const Case& k : cases) {
     const std::string what = k.what;

@@ -129,10 +129,12 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
-                        "a longer one K then V in parts; 0 = 160, never more than the longest chunk needs");
+                        "a longer one K then V in parts; 0 = 160 (the cluster program: 32, the rest of a block's shared "
+                        "memory being its weight ring), never more than the longest chunk needs");
   add_shared_kib_option(cmd, "--cuda-attn-score-kb", flags.cuda_attn_score_kb,
                         "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
-                        "position and q head of the group); a chunk with more positions is scored twice; 0 = 32");
+                        "position and q head of the group); a chunk with more positions is scored twice; 0 = 32 (the "
+                        "cluster program: 16)");
   cmd.add_option("--cuda-l2-prefetch-distance", flags.cuda_l2_prefetch_distance,
                  "cuda megakernel only: each task, once it has run, asks the L2 for its share of the weights of the "
                  "stage this many stages later, counted around the step (bulk prefetch); 0 = none")

@@ -1,0 +1,73 @@
+// A block's weights streamed through shared memory (docs/two-hop-layer.md, "the ring"): the
+// block reads its weights as one sequence of chunks of at most kRingChunkBytes, known ahead, and
+// chunk j lands in slot j % slots by a bulk copy. The last reader of a chunk starts the copy of
+// the chunk `slots` places later into the freed slot, so as many chunks are in flight or landed
+// ahead of the readers as there are slots, with no producer warp and no release on the path.
+#pragma once
+#include <stdint.h>
+
+#include "megakernel/bulk_copy.cuh"
+#include "megakernel/tile_layout.h"
+
+namespace spindle::cuda {
+
+struct WeightRing {
+  uint8_t* slot0;      // slot s at slot0 + s * kRingChunkBytes (generic address)
+  uint32_t slot0_at;   // the same, as a shared-window address
+  uint32_t bars_at;    // shared address of slot 0's mbarrier (8 bytes a slot)
+  uint32_t* tag;       // the chunk each slot holds or is receiving (~0u: none yet)
+  uint32_t* released;  // readers done with the chunk a slot holds
+  uint32_t slots;
+
+  __device__ uint32_t bar(uint32_t chunk) const { return bars_at + 8u * (chunk % slots); }
+  __device__ uint8_t* data(uint32_t chunk) const { return slot0 + size_t(chunk % slots) * kRingChunkBytes; }
+  __device__ uint32_t address(uint32_t chunk) const { return slot0_at + (chunk % slots) * kRingChunkBytes; }
+
+  // Before any fill, by one thread (the mbarriers' init still needs its fence and a barrier).
+  __device__ void init() const {
+    for (uint32_t s = 0; s < slots; ++s) {
+      tag[s] = ~0u;
+      released[s] = 0;
+      mbar_init(bars_at + 8u * s, 1);
+    }
+  }
+
+  // Starts copying `bytes` (a multiple of 16) from src into `chunk`'s slot, by one thread, once
+  // every reader of the chunk `slots` places before it has released it.
+  __device__ void fill(uint32_t chunk, const void* src, uint32_t bytes) const {
+    *reinterpret_cast<volatile uint32_t*>(tag + chunk % slots) = chunk;
+    mbar_arrive_expect_tx(bar(chunk), bytes);
+    bulk_copy_to_shared(address(chunk), src, bytes, bar(chunk));
+  }
+
+  // Whether `chunk` has landed. The tag first: a slot's mbarrier phase parity alone cannot tell
+  // `chunk` from the chunk two fills before it, which a reader running ahead could otherwise see.
+  __device__ bool landed(uint32_t chunk) const {
+    return *reinterpret_cast<const volatile uint32_t*>(tag + chunk % slots) == chunk &&
+           mbar_test_wait(bar(chunk), (chunk / slots) & 1u);
+  }
+
+  // Waits for the copies a failed run left in flight (each slot's last fill): a block must not
+  // exit with a bulk copy still writing its shared memory.
+  __device__ void drain() const {
+    for (uint32_t s = 0; s < slots; ++s) {
+      const uint32_t chunk = tag[s];
+      if (chunk != ~0u)
+        while (!mbar_test_wait(bars_at + 8u * s, (chunk / slots) & 1u)) {
+        }
+    }
+  }
+
+  // One of `readers` is done with `chunk` (one lane for its warp, after the warp's reads): true
+  // for the last, which then fills the slot again. No fence: a fence or release here would wait
+  // for the block's bulk copies in flight (docs/two-hop-layer.md), and the reads it orders have
+  // returned their values, which the warp used before it got here.
+  __device__ bool release(uint32_t chunk, uint32_t readers) const {
+    uint32_t* r = released + chunk % slots;
+    if (atomicAdd(r, 1u) + 1u != readers) return false;
+    *r = 0;
+    return true;
+  }
+};
+
+}  // namespace spindle::cuda
