@@ -51,8 +51,28 @@ __host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u 
 // A layer's weight pieces a block may stream, in the order it reads them.
 enum Piece : uint32_t { kQkvPiece, kOPiece, kGatePiece, kUpPiece, kDownPiece, kPieces };
 
+// The chunks a block reads in one step, in the order it reads them: each layer's pieces of its
+// roles, then its LM head rows (the ring's stream, weight_ring.cuh).
+struct Stream {
+  uint32_t qkv, o, gate, down;  // a layer's chunks of each piece (up's: gate's); 0 outside the block's roles
+  uint32_t per_layer, layers, lm, per_step, total;
+  uint32_t lm_first, lm_rows;  // the block's LM head rows
+  uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
+};
+
+// What the block's ring streams, in its shared memory (set once by thread 0), so that the code
+// that reads and refills the ring takes it by one pointer.
+struct StreamState {
+  WeightRing ring;
+  Stream st;
+  const bf16** sources;  // [layer][Piece]: where the block's share of each piece starts
+  const bf16* lm_head;
+  uint32_t H;
+};
+
 struct Layout {
-  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, sources, tags, released, bars, ring, end;
+  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, tags, released,
+      bars, ring, end;
 };
 __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
@@ -74,6 +94,8 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.recv = take(G * kClusterRanks * ps * 4);
   l.weights = take(G * kClusterRanks * 4);
   l.down = take(H * 4);
+  l.partials = take(kThreads / 32 * sizeof(ArgmaxPartial));
+  l.stream = take(sizeof(StreamState));
   l.sources = take(p.n_layers * kPieces * 8);  // each layer's pieces' first bytes (global addresses)
   l.tags = take(slots * 4);
   l.released = take(slots * 4);
@@ -183,8 +205,8 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
 
 // out = r(base + r(Σ flagged pieces of each row)) over the H rows (bf16 in shared memory), by
 // the block: thread t takes the row pairs from 2t, 2 * kThreads apart.
-__device__ inline bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words, uint32_t H,
-                                        uint32_t n, uint32_t flag, Watch& w) {
+__device__ __noinline__ bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words,
+                                              uint32_t H, uint32_t n, uint32_t flag, Watch w) {
   if (!__syncthreads_and(warp_id() != 0 || await_writers(words, H, n, flag, w))) return false;
   for (uint32_t i = 2 * threadIdx.x; i < H; i += 2 * kThreads) {
     float y[2];
@@ -202,17 +224,23 @@ __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
 }
 
 // xn = RMSNorm(x) with the weights stage_norm copied to w, all H elements (docs/numerics.md), by
-// the block.
-__device__ inline void norm_into(const bf16* x, const bf16* w, bf16* xn, const SpGraphParams& p, float* scratch) {
+// the block. The kernel's code is kept to one copy of each phase's (__noinline__ here and
+// below): every layer runs all of it, and more than the instruction cache holds is fetched
+// again each layer (docs/JOURNAL.md, thirty-seventh session).
+__device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, uint32_t H, float eps, uint32_t kind,
+                                       float* scratch) {
   cp_async_wait_all();  // this thread's part of w: the barrier below makes all of it visible
   if (warp_id() == 0) {
-    const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared>(x, x, p.hidden), p.hidden, p.rms_eps);
+    const uint32_t at[1] = {smem_address(x)};
+    float sum[1];
+    warp_dot_rows_shared<1, 1>(at, at[0], H, sum);
+    const float inv = rms_inverse<float>(sum[0], H, eps);
     if (lane_id() == 0) scratch[0] = inv;
   }
   __syncthreads();
   const float inv = scratch[0];
-  for (uint32_t k = threadIdx.x; k < p.hidden; k += kThreads)
-    xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(w[k]), p.norm_kind);
+  for (uint32_t k = threadIdx.x; k < H; k += kThreads)
+    xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(w[k]), kind);
   __syncthreads();
 }
 
@@ -272,15 +300,6 @@ __device__ inline bool wait_bar(uint32_t bar, uint32_t parity, Watch w) {
   return true;
 }
 
-// The chunks a block reads in one step, in the order it reads them: each layer's pieces of its
-// roles, then its LM head rows (the ring's stream, weight_ring.cuh).
-struct Stream {
-  uint32_t qkv, o, gate, down;  // a layer's chunks of each piece (up's: gate's); 0 outside the block's roles
-  uint32_t per_layer, layers, lm, per_step, total;
-  uint32_t lm_first, lm_rows;  // the block's LM head rows
-  uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
-};
-
 // Thread 0's record of the block's phases in a traced run (cluster_program.h's record layout):
 // a phase from `begun` to its end, its wait the gap since the block's previous phase ended.
 struct Tracer {
@@ -308,10 +327,8 @@ struct Block {
   Layout at;
   uint32_t cluster, rank, G, D, H;
   uint32_t phase[3];  // thread 0's: the parity of each mbarrier's next phase
-  WeightRing ring;
-  Stream st;
-  const bf16** sources;  // [layer][Piece]: where the block's share of each piece starts
-  uint32_t next;         // the stream's next chunk: the first of the phase to come
+  StreamState* stream;  // in shared memory
+  uint32_t next;        // the stream's next chunk: the first of the phase to come
   Tracer trace;
   template <class T>
   __device__ T* buf(uint32_t offset) const {
@@ -322,13 +339,13 @@ struct Block {
 enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kExchangeBars };
 
 // Starts the copy of stream chunk j, if the launch reads it, into its slot (one thread).
-__device__ inline void fill_chunk(const Block& b, uint32_t j) {
-  const Stream& st = b.st;
+__device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
+  const Stream& st = s.st;
   if (j >= st.total) return;
   const uint32_t q = j % st.per_step;
   if (q >= st.layers) {
     const uint32_t first = (q - st.layers) * st.row_chunk, rows = min(st.row_chunk, st.lm_rows - first);
-    b.ring.fill(j, b.p.lm_head + size_t(st.lm_first + first) * b.H, rows * b.H * 2);
+    s.ring.fill(j, s.lm_head + size_t(st.lm_first + first) * s.H, rows * s.H * 2);
     return;
   }
   uint32_t k = q % st.per_layer, piece = kQkvPiece;
@@ -336,32 +353,88 @@ __device__ inline void fill_chunk(const Block& b, uint32_t j) {
   if (piece == kOPiece && k >= st.o) k -= st.o, piece = kGatePiece;
   if (piece == kGatePiece && k >= st.gate) k -= st.gate, piece = kUpPiece;
   if (piece == kUpPiece && k >= st.gate) k -= st.gate, piece = kDownPiece;
-  const uint8_t* src = reinterpret_cast<const uint8_t*>(b.sources[q / st.per_layer * kPieces + piece]);
-  b.ring.fill(j, src + size_t(k) * kRingChunkBytes, kRingChunkBytes);
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(s.sources[q / st.per_layer * kPieces + piece]);
+  s.ring.fill(j, src + size_t(k) * kRingChunkBytes, kRingChunkBytes);
 }
 
-// Warp w's part of `rows` rows of `row_bytes` streamed from chunk b.next on, `per_chunk` rows a
+// Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
 // chunk (the last may hold fewer): chunks w, w + 8, … whole when there are at least 8 of them,
 // else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
 // once the chunk has landed; then the warp releases it, and its last reader fills the slot
-// again. Advances b.next past the rows' chunks. False: a wait failed.
+// again. False: a wait failed.
 template <class F>
-__device__ inline bool for_warp_rows(Block& b, uint32_t rows, uint32_t per_chunk, uint32_t row_bytes, Watch w, F f) {
+__device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
+                                     uint32_t row_bytes, Watch& w, F f) {
   constexpr uint32_t kWarps = kThreads / 32;
-  const uint32_t chunks = (rows + per_chunk - 1) / per_chunk, first = b.next;
+  const uint32_t chunks = (rows + per_chunk - 1) / per_chunk;
   if (!chunks) return true;
   const uint32_t share = chunks < kWarps ? kWarps / chunks : 1, part = (per_chunk + share - 1) / share;
-  b.next += chunks;
+  const WeightRing& ring = s.ring;
   for (uint32_t c = warp_id() / share; c < chunks; c += kWarps / share) {
     const uint32_t j = first + c, held = min(per_chunk, rows - c * per_chunk);
     const uint32_t begin = min(warp_id() % share * part, held), count = min(begin + part, held) - begin;
-    while (!b.ring.landed(j))
+    while (!ring.landed(j))
       if (!w.ok()) return false;
-    if (count) f(b.ring.data(j) + begin * row_bytes, b.ring.address(j) + begin * row_bytes, c * per_chunk + begin, count);
+    if (count) f(ring.data(j) + begin * row_bytes, ring.address(j) + begin * row_bytes, c * per_chunk + begin, count);
     __syncwarp();
-    if (lane_id() == 0 && b.ring.release(j, share)) fill_chunk(b, j + b.ring.slots);
+    if (lane_id() == 0 && ring.release(j, share)) fill_chunk(s, j + ring.slots);
   }
   return true;
+}
+
+// Where a phase's dots go, each by lane 0 of the warp that computed it.
+struct DotsOut {
+  enum Kind : uint32_t {
+    kFloats,  // f32 at `at` (shared memory)
+    kBf16,    // rounded to bf16 at `at` (shared memory)
+    kWords,   // flagged words with `flag` at `at` (global memory)
+    kLogits,  // rounded logits at `at` (global memory), row i's index first + i; each warp's
+              // argmax partial into `partials` (shared memory, a slot a warp)
+  } kind;
+  void* at;
+  uint32_t flag, first;
+  ArgmaxPartial* partials;
+};
+
+// The dots of `rows` rows streamed from chunk `first` (per_chunk rows a chunk, row_bytes apart)
+// with x (shared address, K elements, a multiple of kDotBlock), 8 rows a round, into `out`.
+// Every projection of the program goes through this one copy. False: a wait failed.
+__device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
+                                         uint32_t row_bytes, uint32_t x, uint32_t K, DotsOut out, Watch w) {
+  constexpr uint32_t R = 8;
+  ArgmaxPartial best = argmax_none(out.first);
+  const bool ok = for_warp_rows(s, first, rows, per_chunk, row_bytes, w,
+                                [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    for (uint32_t g = 0; g < count; g += R) {
+      uint32_t a[R];
+#pragma unroll
+      for (uint32_t e = 0; e < R; ++e) a[e] = at + min(g + e, count - 1) * row_bytes;
+      float y[R];
+      warp_dot_rows_shared<R, 1>(a, x, K, y);
+      // Lane e stores row g + e (every lane holds every dot): one copy of each kind's store.
+      float mine = y[0];
+#pragma unroll
+      for (uint32_t e = 1; e < R; ++e)
+        if (lane_id() == e) mine = y[e];
+      const uint32_t i = i0 + g + lane_id();
+      if (lane_id() < min(R, count - g)) {
+        if (out.kind == DotsOut::kFloats) static_cast<float*>(out.at)[i] = mine;
+        else if (out.kind == DotsOut::kBf16) static_cast<bf16*>(out.at)[i] = to_bf16(mine);
+        else if (out.kind == DotsOut::kWords) store_word(static_cast<unsigned long long*>(out.at) + i, mine, out.flag);
+        else {
+          const float v = bf16_to_f32(to_bf16(mine));
+          static_cast<float*>(out.at)[i] = v;
+          argmax_offer(best, v, out.first + i);  // a lane's rows come in index order
+        }
+      }
+    }
+  });
+  if (out.kind == DotsOut::kLogits) {  // the warp's best: argmax_merge is associative (tile_projection.cuh)
+    for (uint32_t off = 16; off > 0; off /= 2)
+      best = argmax_merge(best, {__shfl_xor_sync(~0u, best.value, off), __shfl_xor_sync(~0u, best.index, off)});
+    if (lane_id() == 0) out.partials[warp_id()] = best;
+  }
+  return ok;
 }
 
 // Every thread passes once the bytes thread 0 posted for mbarrier `which` (before or after they
@@ -388,14 +461,12 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     mbar_arrive_expect_tx(b.bar(kQkvBar), (G + 2) * D * 2);
     mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);  // used >= 1: chunk 0 holds position 0
   }
-  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, p, scratch);
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
   // The rank's rows of the head's q | k | v rows.
   bf16* mine = b.buf<bf16>(b.at.mine);
-  const bool dots = for_warp_rows(b, rows, b.st.row_chunk, H * 2, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0),
-                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
-    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H,
-                                      [&](uint32_t i, float y) { mine[i0 + i] = to_bf16(y); });
-  });
+  const bool dots = stream_dots(*b.stream, b.next, rows, b.stream->st.row_chunk, H * 2, smem_address(xn), H,
+                                {DotsOut::kBf16, mine}, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
+  b.next += b.stream->st.qkv;
   if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
   bool ok = true;
@@ -459,13 +530,11 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
 
   // o_proj's piece g (columns [g G D, (g + 1) G D), piece-major) over rows [r H/8, (r + 1) H/8).
   const uint32_t o_rows = H / kClusterRanks, o_bytes = G * D * 2;
-  return for_warp_rows(b, o_rows, kRingChunkBytes / o_bytes, o_bytes,
-                       watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0),
-                       [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
-    shared_rows_dot<1>(at, o_bytes, count, smem_address(out), G * D, [&](uint32_t i, float y) {
-      store_word(o_words + size_t(g) * H + r * o_rows + i0 + i, y, flag);
-    });
-  });
+  const uint32_t first = b.next;
+  b.next += b.stream->st.o;
+  return stream_dots(*b.stream, first, o_rows, kRingChunkBytes / o_bytes, o_bytes, smem_address(out), G * D,
+                     {DotsOut::kWords, o_words + size_t(g) * H + r * o_rows, flag},
+                     watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0));
 }
 
 // The MLP gang's member holding piece 8k + r: its activations and down's dots over its columns,
@@ -477,20 +546,20 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   if (threadIdx.x == 0) mbar_arrive_expect_tx(b.bar(kDownBar), H * 4);
   bf16 *xn = b.buf<bf16>(b.at.xn), *act = b.buf<bf16>(b.at.act);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, p, scratch);
+  norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
   // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
-  const bool dots = for_warp_rows(b, 2 * P, b.st.row_chunk, H * 2, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0),
-                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
-    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H,
-                                      [&](uint32_t i, float y) { scratch[8 + i0 + i] = y; });
-  });
+  const StreamState& s = *b.stream;
+  const bool dots = stream_dots(s, b.next, 2 * P, s.st.row_chunk, H * 2, smem_address(xn), H,
+                                {DotsOut::kFloats, scratch + 8}, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0));
+  b.next += 2 * s.st.gate;
   if (!__syncthreads_and(dots)) return false;
   for (uint32_t i = threadIdx.x; i < P; i += kThreads)
     act[i] = swiglu(rounded(scratch[8 + i]), rounded(scratch[8 + P + i]));
   __syncthreads();
   // Down's dots of 4 rows a lane over the piece's P columns (piece-major), to their rank.
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
-  bool ok = for_warp_rows(b, H, kRingChunkBytes / (P * 2), P * 2, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0),
+  Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
+  bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, w,
                           [&](const uint8_t* rows, uint32_t, uint32_t i0, uint32_t count) {
     for (uint32_t i = 4 * lane_id(); i < count; i += 4 * 32) {
       float d[4];
@@ -502,6 +571,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
              peer_address(b.bar(kDownBar), to));
     }
   });
+  b.next += s.st.down;
   if (!receive(b, kDownBar, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0), ok)) return false;
   for (uint32_t i = threadIdx.x; i < share; i += kThreads) {
     float sum = recv[i];
@@ -516,22 +586,19 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
 // to count its partial in chooses the token, advances the step state and publishes the token.
 __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, uint32_t token_flag) {
   const ClusterProgram& p = b.p;
-  const uint32_t blocks = gridDim.x, r0 = b.st.lm_first, H = b.H;
+  const uint32_t blocks = gridDim.x, r0 = b.stream->st.lm_first, H = b.H;
   bf16* xn = b.buf<bf16>(b.at.xn);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, p.params, scratch);
-  ArgmaxPartial best = argmax_none(r0);
-  const bool dots = for_warp_rows(b, b.st.lm_rows, b.st.row_chunk, H * 2, watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0),
-                                  [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
-    shared_rows_dot<kSharedDotChunks>(at, H * 2, count, smem_address(xn), H, [&](uint32_t i, float y) {
-      const float v = bf16_to_f32(to_bf16(y));
-      p.logits[r0 + i0 + i] = v;
-      argmax_offer(best, v, r0 + i0 + i);
-    });
-  });
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch);
+  const StreamState& stream = *b.stream;
+  ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
+  const bool dots = stream_dots(stream, b.next, stream.st.lm_rows, stream.st.row_chunk, H * 2, smem_address(xn), H,
+                                {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
+                                watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
+  b.next += stream.st.lm;
   if (!__syncthreads_and(dots)) return false;
   b.trace.end(step, 0, kPhaseLmHead);
-  best = block_argmax(best, b.smem);
+  const ArgmaxPartial best = block_argmax(partials[warp_id()], b.smem);
   __shared__ uint32_t s_last;
   if (threadIdx.x == 0) {
     p.argmax[blockIdx.x] = best;
@@ -633,21 +700,26 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions, l.ring_slots), blockIdx.x / kClusterRanks,
           cluster_rank(), prm.n_heads / prm.n_kv_heads, prm.head_dim, H, {0, 0, 0}};
   const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
-  b.ring = {smem + b.at.ring,          smem_address(smem + b.at.ring),     b.bar(kExchangeBars),
-            b.buf<uint32_t>(b.at.tags), b.buf<uint32_t>(b.at.released), l.ring_slots};
-  b.st = block_stream(b, is_front, is_mlp);
-  b.sources = b.buf<const bf16*>(b.at.sources);
+  b.stream = b.buf<StreamState>(b.at.stream);
   b.trace = {p.control->trace, p.control->step_base, L, 0, global_timer_ns()};
+  const bf16** sources = b.buf<const bf16*>(b.at.sources);
   if (threadIdx.x == 0) {
     for (uint32_t i = 0; i < kExchangeBars; ++i) mbar_init(b.bar(i), 1);
-    b.ring.init();
+    *b.stream = {{smem + b.at.ring, smem_address(smem + b.at.ring), b.bar(kExchangeBars), b.buf<uint32_t>(b.at.tags),
+                  b.buf<uint32_t>(b.at.released), l.ring_slots},
+                 block_stream(b, is_front, is_mlp),
+                 sources,
+                 p.lm_head,
+                 H};
+    b.stream->ring.init();
     mbar_init_fence();
   }
   for (uint32_t layer = threadIdx.x; layer < L; layer += kThreads)
-    set_sources(b, p.layers[layer], b.sources + layer * kPieces, is_front, is_mlp, mlp_first);
+    set_sources(b, p.layers[layer], sources + layer * kPieces, is_front, is_mlp, mlp_first);
   cluster_sync();  // every peer's mbarriers exist before anything is pushed to them; the ring is set
+  const StreamState& stream = *b.stream;
   if (threadIdx.x == 0)
-    for (uint32_t j = 0; j < min(b.ring.slots, b.st.total); ++j) fill_chunk(b, j);
+    for (uint32_t j = 0; j < min(stream.ring.slots, stream.st.total); ++j) fill_chunk(stream, j);
   bf16 *h = b.buf<bf16>(b.at.h), *hattn = b.buf<bf16>(b.at.hattn), *norm = b.buf<bf16>(b.at.norm);
   auto o_words = [&](uint32_t flag) { return p.o_words + size_t(flag & 1u) * prm.n_kv_heads * H; };
   auto mlp_words = [&](uint32_t flag) { return p.mlp_words + size_t(flag & 1u) * p.mlp_gangs * H; };
@@ -668,7 +740,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       }
     }
     if (!__syncthreads_and(ok)) break;
-    b.next = s * b.st.per_step;
+    b.next = s * stream.st.per_step;
     if (is_front) stage_norm(p.layers[0].in_norm, norm, H);
     for (uint32_t k = threadIdx.x; k < H; k += kThreads)
       h[k] = load_bf16<Src::Weight>(p.embed + size_t(s_token) * p.embed_stride + k);
@@ -702,7 +774,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     b.trace.begin();
     if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
   }
-  if (!ok && threadIdx.x == 0) b.ring.drain();
+  if (!ok && threadIdx.x == 0) stream.ring.drain();
   cluster_sync();  // no block leaves while a peer may still push into its shared memory
 }
 
