@@ -785,8 +785,11 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
 
 ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions,
                                 size_t limit) {
+  cudaFuncAttributes kernel{};  // its static shared memory counts against the same limit
+  SP_CUDA(cudaFuncGetAttributes(&kernel, cluster_kernel));
+  const size_t dynamic_limit = limit > kernel.sharedSizeBytes ? limit - kernel.sharedSizeBytes : 0;
   uint32_t slots = 0;
-  while (layout(p, score_positions, kv_positions, slots + 1).end <= limit) ++slots;
+  while (layout(p, score_positions, kv_positions, slots + 1).end <= dynamic_limit) ++slots;
   return {layout(p, score_positions, kv_positions, slots).end, slots};
 }
 

@@ -23,7 +23,8 @@ struct ClusterLaunch {
 };
 
 // The launch's dynamic shared memory: attention's tile area, the program's buffers, then as
-// many weight ring slots as fit within `limit` bytes.
+// many weight ring slots as fit beside the kernel's static shared memory within `limit` bytes
+// (a block's).
 struct ClusterSmem {
   size_t bytes;
   uint32_t ring_slots;
