@@ -46,8 +46,6 @@ constexpr uint32_t kMaxPieces = kClusterMaxGangs;  // flagged sources of a row's
 // Floats a partial row {m, l, acc[D]} takes in the exchange: whole 16-byte pieces.
 __host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u + 3u) & ~3u; }
 
-// The program's buffers after attention's tile area, in bytes from the start of dynamic shared
-// memory (the tile area must start there: the attention helpers carve it from offset 0).
 // A layer's weight pieces a block may stream, in the order it reads them.
 enum Piece : uint32_t { kQkvPiece, kOPiece, kGatePiece, kUpPiece, kDownPiece, kPieces };
 
@@ -70,6 +68,8 @@ struct StreamState {
   uint32_t H;
 };
 
+// The program's buffers after attention's tile area, in bytes from the start of dynamic shared
+// memory (the tile area must start there: the attention helpers carve it from offset 0).
 struct Layout {
   uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, tags, released,
       bars, ring, end;
@@ -228,8 +228,8 @@ __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
 
 // xn = RMSNorm(x) with the weights stage_norm copied to w, all H elements (docs/numerics.md), by
 // the block. The kernel's code is kept to one copy of each phase's (__noinline__ here and
-// below): every layer runs all of it, and more than the instruction cache holds is fetched
-// again each layer (docs/JOURNAL.md, thirty-seventh session).
+// below): every layer runs all of it, and straight-line code past ~128 KB runs slower (the
+// fourteenth session); 265 → 204 KB of text made a token 16% faster (thirty-seventh session).
 __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, uint32_t H, float eps, uint32_t kind,
                                        float* scratch) {
   cp_async_wait_all();  // this thread's part of w: the barrier below makes all of it visible
@@ -245,24 +245,6 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
   for (uint32_t k = threadIdx.x; k < H; k += kThreads)
     xn[k] = rms_norm_element<float>(widen<float>(x[k]), inv, widen<float>(w[k]), kind);
   __syncthreads();
-}
-
-// Rows [0, count) at shared address `at`, `row_bytes` apart, dotted with x (shared address, K
-// elements, a multiple of U * kDotBlock), 4 rows a round; out(i, y) gets each dot once (lane 0).
-template <int U, class Out>
-__device__ inline void shared_rows_dot(uint32_t at, uint32_t row_bytes, uint32_t count, uint32_t x, uint32_t K,
-                                       Out out) {
-  for (uint32_t i0 = 0; i0 < count; i0 += 4) {
-    uint32_t rows[4];
-#pragma unroll
-    for (uint32_t e = 0; e < 4; ++e) rows[e] = at + min(i0 + e, count - 1) * row_bytes;
-    float y[4];
-    warp_dot_rows_shared<4, U>(rows, x, K, y);
-    if (lane_id() == 0)
-#pragma unroll
-      for (uint32_t e = 0; e < 4; ++e)
-        if (i0 + e < count) out(i0 + e, y[e]);
-  }
 }
 
 // Peer `rank`'s shared-window address of this block's shared address `local`.
@@ -385,7 +367,7 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
   return true;
 }
 
-// Where a phase's dots go, each by lane 0 of the warp that computed it.
+// Where a phase's dots go, each by the lane of its row in the warp that computed it.
 struct DotsOut {
   enum Kind : uint32_t {
     kFloats,  // f32 at `at` (shared memory)

@@ -124,8 +124,9 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_flag("--cuda-cluster", flags.cuda_cluster,
                "cuda megakernel only: run the graph as the cluster program (docs/two-hop-layer.md): each layer "
                "in two global hops, a kv head's q, k, v, attention and o_proj piece on a cluster of 8 blocks, the "
-               "MLP on gangs of 8; the graph must be built with --kv-head-waits --o-proj-split 8 --attn-chunks 8 "
-               "--fused-mlp PIECES/8, greedy sampling, no trace yet");
+               "MLP on gangs of 8, every weight streamed through a shared-memory ring; the graph must be built "
+               "with --kv-head-waits --o-proj-split 8 --attn-chunks 8 --fused-mlp PIECES/8, greedy sampling; its "
+               "trace has a record a block's phase (q/k/v, attention, o_proj, MLP member, LM head rows)");
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
