@@ -70,7 +70,7 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
     }
 }
 
-TEST_CASE("the cluster program refuses a graph not built for it and too few clusters, saying why") {
+TEST_CASE("the cluster program refuses a graph not built for it, too few clusters and too small a ring, saying why") {
   BuildOptions plain;
   plain.context = 128;
   const Graph g = build_decode_graph(qwen06b_weights(), plain);
@@ -80,6 +80,14 @@ TEST_CASE("the cluster program refuses a graph not built for it and too few clus
   const Graph c = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   msg = error_of([&] { CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, 64)); });
   CHECK(msg.find("needs 12 clusters of 8 blocks") != std::string::npos);
+  // 200 KiB of K and V staging (chunks of 512 positions at context 4096) leave the ring no room.
+  const Graph long_context = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster, 4096);
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel, true);
+  o.megakernel.attn_kv_bytes = 200u << 10;
+  msg = error_of([&] { CudaExecutor ex(long_context, qwen06b_weights(), o); });
+  CAPTURE(msg);
+  CHECK(msg.find("weight ring needs 4 slots of 16 KiB") != std::string::npos);
+  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
 }
 
 // Per step: a front block's q/k/v, attention and o_proj records a layer, an MLP member's record
