@@ -6,6 +6,7 @@
 #
 #   SPINDLE_EXTRA_DEBS=DIR   unpack the .deb files in DIR (build dependencies) into a private
 #                            prefix first, for a machine that has no package registry
+#                            (scripts/fetch-build-debs.sh fills build-deps/debs)
 #   SPINDLE_GPU_TIMING=1     also run the skipped-by-default timing test (real model shapes)
 #   SPINDLE_GPU_BENCH="M…"   also build the CLI and run `spindle bench` on each model M (e.g.
 #                            "qwen3-0.6b qwen3-8b"): every CUDA mode (ticket schedule), then the
