@@ -637,7 +637,7 @@ __device__ inline bool poll_token(const ClusterProgram& p, const ClusterLaunch& 
 
 // The block's stream (one step's chunks, the launch's total) for its roles.
 __device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
-  const uint32_t H = b.H, P = b.p.mlp_piece, V = b.p.params.vocab, each = (V + gridDim.x - 1) / gridDim.x;
+  const uint32_t H = b.H, P = b.p.mlp_piece;
   Stream st{};
   st.row_chunk = kRingChunkBytes / (H * 2);
   if (front) {
@@ -650,8 +650,9 @@ __device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
   }
   st.per_layer = st.qkv + st.o + 2 * st.gate + st.down;
   st.layers = b.p.params.n_layers * st.per_layer;
-  st.lm_first = min(blockIdx.x * each, V);
-  st.lm_rows = min(st.lm_first + each, V) - st.lm_first;
+  const LmRows lm = cluster_lm_rows(b.p.params.vocab, blockIdx.x, gridDim.x);
+  st.lm_first = lm.first;
+  st.lm_rows = lm.rows;
   st.lm = (st.lm_rows + st.row_chunk - 1) / st.row_chunk;
   st.per_step = st.layers + st.lm;
   st.total = b.l.steps * st.per_step;

@@ -1,8 +1,8 @@
 #include "megakernel/cluster_program.h"
 
-#include "megakernel/tile_layout.h"
 #include <algorithm>
 
+#include "megakernel/tile_layout.h"
 #include "tasks/error.h"
 #include "tasks/gang.h"
 #include "tasks/gemv_piece.h"
@@ -160,14 +160,20 @@ T* address(const Graph& g, const std::vector<uint8_t*>& bases, uint32_t v) {
   return reinterpret_cast<T*>(bases[g.views[v].arena] + view_begin(g, v));
 }
 
+// The graph's tasks for the program; throws with check's reason when it cannot run them.
+Found checked_tasks(const Graph& g) {
+  Found f = find_tasks(g);
+  if (const std::string why = check(g, f); !why.empty())
+    throw Error("cuda executor: the graph cannot run as the cluster program: " + why);
+  return f;
+}
+
 }  // namespace
 
 std::string cluster_program_problem(const Graph& g) { return check(g, find_tasks(g)); }
 
 ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& bases) {
-  const Found f = find_tasks(g);
-  if (const std::string why = check(g, f); !why.empty())
-    throw Error("cuda executor: the graph cannot run as the cluster program: " + why);
+  const Found f = checked_tasks(g);
   const SpGraphParams& p = g.params;
   ClusterPlan plan;
   for (const LayerTasks& lt : f.layers) {
@@ -220,9 +226,7 @@ ClusterPlan plan_cluster_program(const Graph& g, const std::vector<uint8_t*>& ba
 }
 
 std::vector<uint32_t> cluster_trace_tasks(const Graph& g, uint32_t clusters) {
-  const Found f = find_tasks(g);
-  if (const std::string why = check(g, f); !why.empty())
-    throw Error("cuda executor: the graph cannot run as the cluster program: " + why);
+  const Found f = checked_tasks(g);
   const SpGraphParams& p = g.params;
   const uint32_t L = p.n_layers, blocks = clusters * kClusterRanks, H = p.hidden, D = p.head_dim;
   const uint32_t G = p.n_heads / p.n_kv_heads, rank_rows = (G + 2) * D / kClusterRanks;
@@ -267,12 +271,11 @@ std::vector<uint32_t> cluster_trace_tasks(const Graph& g, uint32_t clusters) {
         });
     }
   }
-  const uint32_t each = (p.vocab + blocks - 1) / blocks;
   for (uint32_t block = 0; block < blocks; ++block) {
-    const uint32_t row = block * each;
-    if (row < p.vocab)
+    const LmRows lm = cluster_lm_rows(p.vocab, block, blocks);
+    if (lm.rows)
       at(0, block, kPhaseLmHead) = first(L, [&](const SpTask& t) {
-        return t.op == f.tail.lm_head->op && t.operand[0] == f.tail.lm_head->operand[0] && covers(t, row);
+        return t.op == f.tail.lm_head->op && t.operand[0] == f.tail.lm_head->operand[0] && covers(t, lm.first);
       });
     at(0, block, kPhaseSample) = f.tail.sample_index;
   }

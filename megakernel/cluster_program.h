@@ -78,6 +78,16 @@ SP_HDI uint32_t cluster_trace_record(uint32_t step, uint32_t layers, uint32_t la
   return step * cluster_trace_records(layers, blocks) + in_step;
 }
 
+// The LM head's rows of block `block` of `blocks`: [first, first + rows), the vocabulary cut in
+// equal runs (the last shorter or empty).
+struct LmRows {
+  uint32_t first, rows;
+};
+SP_HDI LmRows cluster_lm_rows(uint32_t vocab, uint32_t block, uint32_t blocks) {
+  const uint32_t each = (vocab + blocks - 1) / blocks, first = block * each < vocab ? block * each : vocab;
+  return {first, (first + each < vocab ? first + each : vocab) - first};
+}
+
 // Why the graph cannot run as the cluster program, or an empty string when it can.
 std::string cluster_program_problem(const Graph& g);
 
