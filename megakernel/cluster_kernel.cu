@@ -30,7 +30,7 @@
 #include "megakernel/device_failure.cuh"
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_layout.h"
-#include "megakernel/tile_mlp.cuh"
+#include "megakernel/tile_projection.cuh"
 #include "megakernel/weight_ring.cuh"
 #include "ops/attention.h"
 #include "ops/gemv.h"
@@ -541,19 +541,45 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   for (uint32_t i = threadIdx.x; i < P; i += kThreads)
     act[i] = swiglu(rounded(scratch[8 + i]), rounded(scratch[8 + P + i]));
   __syncthreads();
-  // Down's dots of 4 rows a lane over the piece's P columns (piece-major), to their rank.
+  // Down's dots over the piece's P columns (piece-major rows), each the canonical dot: P / 8
+  // lanes a row (a group), each lane that dot's lane of its 8 columns, so a warp's load covers
+  // whole rows; each group 4 rows a round, one row a load, the group's rows rotated so that two
+  // groups loading at once use different banks, and its 4 dots then pushed to their rank in one
+  // push by its first lane. (A lane a row read rows 256 bytes apart, all in the same 4 banks: 8
+  // times the shared-memory wavefronts; thirty-eighth session.)
+  const uint32_t lanes = P / kDotVec, groups = 32 / lanes, group = lane_id() / lanes, turn = group % 4;
+  float a[kDotVec];
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(act + lane_id() % lanes * kDotVec), a);
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
   Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
   bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, w,
-                          [&](const uint8_t* rows, uint32_t, uint32_t i0, uint32_t count) {
-    for (uint32_t i = 4 * lane_id(); i < count; i += 4 * 32) {
-      float d[4];
+                          [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
+    for (uint32_t g = 4 * group; g < count + 4 * group; g += 4 * groups) {  // count: a multiple of 4
+      const uint32_t first = min(g, count - 4);  // past count: the last rows again, not pushed
+      float d[4];  // d[e]: row first + (e + turn) % 4
 #pragma unroll
-      for (uint32_t e = 0; e < 4; ++e) d[e] = thread_dot64(reinterpret_cast<const bf16*>(rows) + size_t(i + e) * P, act, P);
-      const uint32_t row = i0 + i, to = row / share;
-      push16(peer_address(smem_address(recv + b.rank * share + row % share), to),
-             make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
-             peer_address(b.bar(kDownBar), to));
+      for (uint32_t e = 0; e < 4; ++e) {
+        const uint32_t row = first + (e + turn) % 4;
+        d[e] = 0.0f;
+        accumulate_bf16x8(d[e], load16_shared(at + (row * P + lane_id() % lanes * kDotVec) * 2), a);
+        d[e] = d[e] + 0.0f;  // the butterfly's steps over empty lanes (+0: a -0 sum becomes +0)
+      }
+#pragma unroll
+      for (uint32_t off = 4; off > 0; off /= 2)
+        if (off < lanes)
+#pragma unroll
+          for (uint32_t e = 0; e < 4; ++e) d[e] = d[e] + __shfl_xor_sync(~0u, d[e], off);
+      // Rows first .. first + 3 in order: d rotated back by turn.
+      float r[4];
+#pragma unroll
+      for (uint32_t e = 0; e < 4; ++e) r[e] = turn & 1u ? d[(e + 3) % 4] : d[e];
+#pragma unroll
+      for (uint32_t e = 0; e < 4; ++e) d[e] = turn & 2u ? r[(e + 2) % 4] : r[e];
+      const uint32_t row = i0 + first, to = row / share;
+      if (lane_id() % lanes == 0 && g < count)
+        push16(peer_address(smem_address(recv + b.rank * share + row % share), to),
+               make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
+               peer_address(b.bar(kDownBar), to));
     }
   });
   b.next += s.st.down;

@@ -11,8 +11,12 @@
 #   SPINDLE_VARIANT_MODELS="…"  models to bench (default: qwen3-0.6b qwen3-8b), synthetic presets
 #   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
 #   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps, CSV, in traces.tar)
-# Results go to $OUT (or build-var/logs) in three files, since the device tool brings back
-# eight at most: bench.log, build.log and traces.tar.
+#   SPINDLE_VARIANT_PROFILE="…" variants profiled by Nsight Compute on the first model: warp
+#                               states and source counters of one launch of the bench options'
+#                               persistent kernel (SPINDLE_VARIANT_PROFILE_KERNEL, default either
+#                               executor's), per SASS instruction (CSV, in profiles.tar)
+# Results go to $OUT (or build-var/logs) in four files, since the device tool brings back
+# eight at most: bench.log, build.log, traces.tar and profiles.tar.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${OUT:-build-var/logs}
@@ -62,3 +66,14 @@ for name in ${SPINDLE_VARIANT_TRACE:-}; do
   done
 done
 ((${#traces[@]} == 0)) || tar -cf "$logs/traces.tar" -C build-var "${traces[@]}"
+profiles=()
+for name in ${SPINDLE_VARIANT_PROFILE:-}; do
+  read -r -a models <<<"${SPINDLE_VARIANT_MODELS:-qwen3-0.6b}"
+  rep=/tmp/profile-$name csv=profile-$name.csv
+  ncu --clock-control none --section WarpStateStats --section SourceCounters \
+    -k "${SPINDLE_VARIANT_PROFILE_KERNEL:-regex:cluster_kernel|persistent}" -c 1 -f -o "$rep" \
+    "build-var/$name/host/spindle" bench --model "synthetic:${models[0]}" -e cuda "${bench[@]}" >>"$logs/bench.log" 2>&1 &&
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"build-var/$csv" 2>>"$logs/bench.log" &&
+    ncu -i "$rep.ncu-rep" --page details >>"$logs/bench.log" 2>&1 && gzip -f "build-var/$csv" && profiles+=("$csv.gz")
+done
+((${#profiles[@]} == 0)) || tar -cf "$logs/profiles.tar" -C build-var "${profiles[@]}"
