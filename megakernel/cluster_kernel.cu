@@ -382,8 +382,10 @@ struct DotsOut {
 };
 
 // The dots of `rows` rows streamed from chunk `first` (per_chunk rows a chunk, row_bytes apart)
-// with x (shared address, K elements, a multiple of kDotBlock), 8 rows a round, into `out`.
-// Every projection of the program goes through this one copy. False: a wait failed.
+// with x (shared address, K elements, a multiple of kDotBlock), 8 rows a round, into `out`; the
+// round's 8 butterflies share their shuffles (warp_butterfly_rows8: 9 where they took 40, which
+// was a third of an o_proj round's instructions). Every projection of the program goes through
+// this one copy. False: a wait failed.
 __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
                                          uint32_t row_bytes, uint32_t x, uint32_t K, DotsOut out, Watch w) {
   constexpr uint32_t R = 8;
@@ -395,14 +397,12 @@ __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, u
 #pragma unroll
       for (uint32_t e = 0; e < R; ++e) a[e] = at + min(g + e, count - 1) * row_bytes;
       float y[R];
-      warp_dot_rows_shared<R, 1>(a, x, K, y);
-      // Lane e stores row g + e (every lane holds every dot): one copy of each kind's store.
-      float mine = y[0];
-#pragma unroll
-      for (uint32_t e = 1; e < R; ++e)
-        if (lane_id() == e) mine = y[e];
-      const uint32_t i = i0 + g + lane_id();
-      if (lane_id() < min(R, count - g)) {
+      warp_lane_sums_shared<R, 1>(a, x, K, y);
+      // Lane 4e stores row g + e: one copy of each kind's store.
+      const float mine = warp_butterfly_rows8(y);
+      const uint32_t e = (lane_id() >> 2) & 7u;
+      const uint32_t i = i0 + g + e;
+      if ((lane_id() & 3u) == 0 && e < min(R, count - g)) {
         if (out.kind == DotsOut::kFloats) static_cast<float*>(out.at)[i] = mine;
         else if (out.kind == DotsOut::kBf16) static_cast<bf16*>(out.at)[i] = to_bf16(mine);
         else if (out.kind == DotsOut::kWords) store_word(static_cast<unsigned long long*>(out.at) + i, mine, out.flag);

@@ -168,15 +168,14 @@ __device__ __forceinline__ uint4 load16_shared(uint32_t address) {
   return v;
 }
 
-// warp_dot_rows for R rows and b all in shared memory, given as shared-window addresses of
-// their first elements, for n a multiple of U chunks (U * kDotBlock elements; kSharedDotSpan
-// by default): each round issues every row's loads of U chunks, then their products, with no
+// Each lane's canonical-dot sums (before the butterfly) of R rows and b all in shared memory,
+// given as shared-window addresses of their first elements, for n a multiple of U chunks
+// (U * kDotBlock elements; kSharedDotSpan by default): each round issues every row's loads of U chunks, then their products, with no
 // exit in between, through ld.shared and 32-bit addresses. In the eighteenth session's
 // microbenchmark (docs/JOURNAL.md) it took 1210 cycles for 4 rows of 1024 against
 // warp_dot_rows' 1817, and 1247 against 2051 for one row of 3072; same bits.
 template <int R, int U = kSharedDotChunks>
-__device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uint32_t b, uint32_t n, float (&out)[R]) {
-  float acc[R];
+__device__ __forceinline__ void warp_lane_sums_shared(const uint32_t (&a)[R], uint32_t b, uint32_t n, float (&acc)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   const uint32_t lane_bytes = lane_id() * kDotVec * 2u;
@@ -195,8 +194,39 @@ __device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uin
       for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
     }
   }
+}
+
+// warp_dot_rows for R rows and b all in shared memory: warp_lane_sums_shared's lane sums, each
+// row's butterfly.
+template <int R, int U = kSharedDotChunks>
+__device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uint32_t b, uint32_t n, float (&out)[R]) {
+  float acc[R];
+  warp_lane_sums_shared<R, U>(a, b, n, acc);
 #pragma unroll
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
+}
+
+// The butterflies of 8 rows' lane sums, the rows halved at each of the first three steps (each
+// lane sends half of its rows, keeps the others): 9 shuffles where 8 butterflies take 40. At
+// every step the kept sum is the canonical lane's, lane[l] + lane[l + off] (IEEE addition
+// commutes), so each row's dot has the canonical bits. Lane l ends with row (l >> 2) & 7's.
+__device__ __forceinline__ float warp_butterfly_rows8(const float (&acc)[8]) {
+  const uint32_t l = lane_id();
+  float four[4], two[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // off 16: rows 4-7 to the upper half, 0-3 to the lower
+    const bool up = l & 16u;
+    four[i] = (up ? acc[i + 4] : acc[i]) + __shfl_xor_sync(~0u, up ? acc[i] : acc[i + 4], 16);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // off 8
+    const bool up = l & 8u;
+    two[i] = (up ? four[i + 2] : four[i]) + __shfl_xor_sync(~0u, up ? four[i] : four[i + 2], 8);
+  }
+  const bool up = l & 4u;  // off 4
+  float v = (up ? two[1] : two[0]) + __shfl_xor_sync(~0u, up ? two[0] : two[1], 4);
+  v = v + __shfl_xor_sync(~0u, v, 2);
+  return v + __shfl_xor_sync(~0u, v, 1);
 }
 
 // One row: U chunks of loads in flight per lane.

@@ -40,15 +40,20 @@ Decoded decode_from(Executor& ex, const Graph& g, const std::vector<uint32_t>& p
 }  // namespace
 
 TEST_CASE("qwen3-0.6b built for the cluster program: it gives the sequential reference's tokens and logits") {
-  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
-  const Decoded expect = run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 3);
-  for (uint32_t workers : {0u, 96u}) {  // every co-resident cluster, and the 12 it needs
-    CAPTURE(workers);
-    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, workers));
-    CAPTURE(ex.describe());
-    CHECK(ex.describe().find("cluster program") != std::string::npos);
-    check_same(run_decode(ex, g, prompt, 3), expect);
+  for (uint32_t pieces : {96u, 48u}) {  // MLP pieces of 32 and 64 columns: 4 and 8 lanes a down row
+    CAPTURE(pieces);
+    BuildOptions o = qwen06b_build(TwoHop::Cluster);
+    o.fused_mlp = {pieces, 8};
+    const Graph g = build_decode_graph(qwen06b_weights(), o);
+    const Decoded expect = run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 3);
+    for (uint32_t workers : {0u, std::max(8u, pieces / 8) * 8}) {  // every co-resident cluster, and as few as it needs
+      CAPTURE(workers);
+      CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, workers));
+      CAPTURE(ex.describe());
+      CHECK(ex.describe().find("cluster program") != std::string::npos);
+      check_same(run_decode(ex, g, prompt, 3), expect);
+    }
   }
 }
 
