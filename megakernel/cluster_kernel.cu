@@ -554,8 +554,10 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
   bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, w,
                           [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
-    for (uint32_t g = 4 * group; g < count + 4 * group; g += 4 * groups) {  // count: a multiple of 4
-      const uint32_t first = min(g, count - 4);  // past count: the last rows again, not pushed
+    // Every group runs the same rounds (the shuffles need the whole warp); count is a multiple
+    // of 4, and a group past it reads the last 4 rows again and pushes nothing.
+    for (uint32_t g = 4 * group; g < count + 4 * group; g += 4 * groups) {
+      const uint32_t first = min(g, count - 4);
       float d[4];  // d[e]: row first + (e + turn) % 4
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) {
