@@ -547,9 +547,10 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   // groups loading at once use different banks, and its 4 dots then pushed to their rank in one
   // push by its first lane. (A lane a row read rows 256 bytes apart, all in the same 4 banks: 8
   // times the shared-memory wavefronts; thirty-eighth session.)
-  const uint32_t lanes = P / kDotVec, groups = 32 / lanes, group = lane_id() / lanes, turn = group % 4;
+  const uint32_t lanes = P / kDotVec, groups = 32 / lanes, group = lane_id() / lanes, turn = group % 4,
+                 column = lane_id() % lanes;  // the lane's 8 columns of its rows
   float a[kDotVec];
-  unpack_bf16x8(*reinterpret_cast<const uint4*>(act + lane_id() % lanes * kDotVec), a);
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(act + column * kDotVec), a);
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
   Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
   bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, w,
@@ -563,7 +564,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
       for (uint32_t e = 0; e < 4; ++e) {
         const uint32_t row = first + (e + turn) % 4;
         d[e] = 0.0f;
-        accumulate_bf16x8(d[e], load16_shared(at + (row * P + lane_id() % lanes * kDotVec) * 2), a);
+        accumulate_bf16x8(d[e], load16_shared(at + (row * P + column * kDotVec) * 2), a);
         d[e] = d[e] + 0.0f;  // the butterfly's steps over empty lanes (+0: a -0 sum becomes +0)
       }
 #pragma unroll
@@ -578,7 +579,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) d[e] = turn & 2u ? r[(e + 2) % 4] : r[e];
       const uint32_t row = i0 + first, to = row / share;
-      if (lane_id() % lanes == 0 && g < count)
+      if (column == 0 && g < count)
         push16(peer_address(smem_address(recv + b.rank * share + row % share), to),
                make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
                peer_address(b.bar(kDownBar), to));

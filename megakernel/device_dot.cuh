@@ -207,26 +207,26 @@ __device__ __forceinline__ void warp_dot_rows_shared(const uint32_t (&a)[R], uin
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
 }
 
+// One step of warp_butterfly_rows8 at distance `off`: each lane keeps half of its N rows' sums
+// (the upper half where its `off` bit is set) added to its partner's, and sends the other half.
+template <int N>
+__device__ __forceinline__ void butterfly_keep_half(const float (&in)[N], float (&out)[N / 2], uint32_t off) {
+  const bool up = lane_id() & off;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    out[i] = (up ? in[i + N / 2] : in[i]) + __shfl_xor_sync(~0u, up ? in[i] : in[i + N / 2], off);
+}
+
 // The butterflies of 8 rows' lane sums, the rows halved at each of the first three steps (each
 // lane sends half of its rows, keeps the others): 9 shuffles where 8 butterflies take 40. At
 // every step the kept sum is the canonical lane's, lane[l] + lane[l + off] (IEEE addition
 // commutes), so each row's dot has the canonical bits. Lane l ends with row (l >> 2) & 7's.
 __device__ __forceinline__ float warp_butterfly_rows8(const float (&acc)[8]) {
-  const uint32_t l = lane_id();
-  float four[4], two[2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {  // off 16: rows 4-7 to the upper half, 0-3 to the lower
-    const bool up = l & 16u;
-    four[i] = (up ? acc[i + 4] : acc[i]) + __shfl_xor_sync(~0u, up ? acc[i] : acc[i + 4], 16);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {  // off 8
-    const bool up = l & 8u;
-    two[i] = (up ? four[i + 2] : four[i]) + __shfl_xor_sync(~0u, up ? four[i] : four[i + 2], 8);
-  }
-  const bool up = l & 4u;  // off 4
-  float v = (up ? two[1] : two[0]) + __shfl_xor_sync(~0u, up ? two[0] : two[1], 4);
-  v = v + __shfl_xor_sync(~0u, v, 2);
+  float four[4], two[2], one[1];
+  butterfly_keep_half(acc, four, 16);  // rows 4-7 to the upper half of the lanes, 0-3 to the lower
+  butterfly_keep_half(four, two, 8);
+  butterfly_keep_half(two, one, 4);
+  const float v = one[0] + __shfl_xor_sync(~0u, one[0], 2);
   return v + __shfl_xor_sync(~0u, v, 1);
 }
 
