@@ -10,6 +10,8 @@
 #   SPINDLE_EXTRA_DEBS=DIR      unpack the build dependencies' .debs first (as gpu-test.sh)
 #   SPINDLE_VARIANT_MODELS="…"  models to bench (default: qwen3-0.6b qwen3-8b), synthetic presets
 #   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
+#   SPINDLE_VARIANT_ROUNDS=N    bench the variants in turn N times (default 1), A B A B…, so a
+#                               drift during the call shows as a drift, not as a difference
 #   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps, CSV, in traces.tar)
 #   SPINDLE_VARIANT_PROFILE="…" variants profiled by Nsight Compute on the first model: warp
 #                               states and source counters of one launch of the bench options'
@@ -51,11 +53,11 @@ done
 
 read -r -a bench <<<"${SPINDLE_VARIANT_BENCH:---modes megakernel,graph --positions 1 --tokens 64 --reps 5}"
 for model in ${SPINDLE_VARIANT_MODELS:-qwen3-0.6b qwen3-8b}; do
-  for name in "${names[@]}"; do
-    echo "=== $name $model" | tee -a "$logs/bench.log"
+  for ((round = 1; round <= ${SPINDLE_VARIANT_ROUNDS:-1}; ++round)); do for name in "${names[@]}"; do
+    echo "=== $name $model (round $round)" | tee -a "$logs/bench.log"
     "build-var/$name/host/spindle" bench --model "synthetic:$model" -e cuda "${bench[@]}" 2>&1 |
       tee -a "$logs/bench.log" | grep -E 'megakernel|graph|per-op|md5|ceiling'
-  done
+  done; done
 done
 traces=()
 for name in ${SPINDLE_VARIANT_TRACE:-}; do
