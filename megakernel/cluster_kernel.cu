@@ -7,11 +7,12 @@
 //    the head's q, k and v, attention over chunk r of the positions, its partial rows pushed the
 //    same way; every rank merges all of them (same bits wherever merged) and computes o_proj's
 //    piece c (the head's columns) over its H/8 rows, stored as flagged words (value, flag);
-//  * every block sums the 8 pieces of each row, in piece order, into h_attn = r(h + r(y));
+//  * every block sums the 8 pieces of its cluster rank's eighth of the rows, in piece order, into
+//    h_attn = r(h + r(y)), and pushes them into the 8 ranks' shared memory;
 //  * MLP (the last mlp_gangs clusters, piece 8k + r): normalises h_attn, computes its P
 //    activations and down's dots over its P columns, pushes each rank's share of the rows to
 //    that rank, which sums the gang's 8 in rank order into flagged words;
-//  * the next layer's h = r(h_attn + r(sum of the gangs' sums in gang order)), by every block.
+//  * the next layer's h = r(h_attn + r(sum of the gangs' sums in gang order)), the same way.
 // Every weight a block reads (its q/k/v rows, its o_proj block, its gate, up and down pieces,
 // its LM head rows) streams through its weight ring (weight_ring.cuh) in the order the block
 // reads them, step after step, so a phase's weights have landed before the phase starts unless
@@ -68,6 +69,11 @@ struct StreamState {
   uint32_t H;
 };
 
+// The block's mbarriers for what its cluster's peers push into its shared memory: q/k/v rows,
+// attention partials, down partials, and the hops' rows (two, by the hop's parity: a peer may
+// push the next hop's rows while this block still waits for this one's).
+enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kHopBar, kExchangeBars = kHopBar + 2 };
+
 // The program's buffers after attention's tile area, in bytes from the start of dynamic shared
 // memory (the tile area must start there: the attention helpers carve it from offset 0).
 struct Layout {
@@ -99,7 +105,7 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.sources = take(p.n_layers * kPieces * 8);  // each layer's pieces' first bytes (global addresses)
   l.tags = take(slots * 4);
   l.released = take(slots * 4);
-  l.bars = take((3 + slots) * 8);  // the exchanges' three, then the ring's
+  l.bars = take((kExchangeBars + slots) * 8);  // the exchanges', then the ring's
   l.ring = at = (at + 127u) & ~127u;
   l.end = at + slots * kRingChunkBytes;
   return l;
@@ -147,30 +153,18 @@ __device__ __forceinline__ ulonglong2 load_word_pair(const unsigned long long* a
 __device__ __forceinline__ bool carries(unsigned long long word, uint32_t flag) { return uint32_t(word >> 32) == flag; }
 __device__ __forceinline__ float word_value(unsigned long long word) { return __uint_as_float(uint32_t(word)); }
 
-// Waits, by warp 0, until the first word of every writer's share of rows (kClusterRanks
-// writers a piece, H / kClusterRanks rows each) carries `flag`, for the n pieces at `words`
-// (piece s from words + s * H): the block then reads whole rows that have most likely landed,
-// rather than every thread polling the L2 while the writers work. Warp 0's answer.
+// Waits, by warp 0, until the word at `words` carries `flag` in each of the n pieces (piece s's
+// at words + s * H), the first of one writer's share of rows in each: the block then reads rows
+// that have most likely landed, rather than every thread polling the L2 while the writers work.
+// Warp 0's answer.
 __device__ inline bool await_writers(const unsigned long long* words, uint32_t H, uint32_t n, uint32_t flag, Watch& w) {
-  constexpr uint32_t kProbes = kMaxPieces * kClusterRanks / 32;
-  const unsigned long long* at[kProbes];
-  unsigned long long v[kProbes];
-#pragma unroll
-  for (uint32_t k = 0; k < kProbes; ++k) {
-    const uint32_t i = lane_id() + 32 * k;
-    at[k] = i < n * kClusterRanks ? words + size_t(i / kClusterRanks) * H + i % kClusterRanks * (H / kClusterRanks)
-                                  : nullptr;
-    if (at[k]) v[k] = load_word(at[k]);
-  }
+  static_assert(kMaxPieces <= 32, "a lane a piece");
+  const unsigned long long* at = lane_id() < n ? words + size_t(lane_id()) * H : nullptr;
+  unsigned long long v = at ? load_word(at) : 0;
   for (;;) {
-    bool all = true;
-#pragma unroll
-    for (uint32_t k = 0; k < kProbes; ++k)
-      if (at[k] && !carries(v[k], flag)) {
-        all = false;
-        v[k] = load_word(at[k]);
-      }
-    if (__all_sync(~0u, all)) return true;
+    const bool mine = !at || carries(v, flag);
+    if (__all_sync(~0u, mine)) return true;
+    if (!mine) v = load_word(at);
     if (__any_sync(~0u, !w.ok())) return false;
   }
 }
@@ -203,20 +197,6 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
       sum[0] = sum[0] + word_value(v[s].x);
       sum[1] = sum[1] + word_value(v[s].y);
     }
-  return true;
-}
-
-// out = r(base + r(Σ flagged pieces of each row)) over the H rows (bf16 in shared memory), by
-// the block: thread t takes the row pairs from 2t, 2 * kThreads apart.
-__device__ __noinline__ bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words,
-                                              uint32_t H, uint32_t n, uint32_t flag, Watch w) {
-  if (!__syncthreads_and(warp_id() != 0 || await_writers(words, H, n, flag, w))) return false;
-  for (uint32_t i = 2 * threadIdx.x; i < H; i += 2 * kThreads) {
-    float y[2];
-    if (!flagged_pair_sums(words + i, H, n, flag, w, y)) return false;
-#pragma unroll
-    for (uint32_t e = 0; e < 2; ++e) out[i + e] = to_bf16(widen<float>(base[i + e]) + widen<float>(to_bf16(y[e])));
-  }
   return true;
 }
 
@@ -259,6 +239,11 @@ __device__ __forceinline__ void push16(uint32_t addr, uint4 v, uint32_t bar) {
                "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
                : "memory");
 }
+// 4 bytes into a peer's shared memory, the same way.
+__device__ __forceinline__ void push4(uint32_t addr, uint32_t v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v), "r"(bar)
+               : "memory");
+}
 // Copies `bytes` (16-byte pieces) of this block's shared memory at `from` to `to` in every
 // rank of the cluster (this one too), completing on each one's mbarrier `bar`.
 __device__ inline void push_to_cluster(const void* from, uint32_t to, uint32_t bytes, uint32_t bar) {
@@ -276,6 +261,31 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The rank's share of a hop: out = r(base + r(Σ flagged pieces of each row)) for rows
+// [rank H/8, (rank + 1) H/8) (bf16, shared memory), each pair of rows pushed into every rank's
+// out (the same offset in each) on its mbarrier `bar`; a thread a row pair. Each block of a
+// cluster reads its share of the words from the L2, where every block read all of them (the
+// o_proj hop's 64 KB and the MLP hop's 96 KB a block, 7.7 and 11.5 MB at once from 120 blocks).
+// A peer pushes into out only after this block pushed its own rows of the hop, so after it read
+// base and finished with out's previous contents (every block reads only its own rows of base).
+__device__ __noinline__ bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words,
+                                              uint32_t H, uint32_t n, uint32_t flag, uint32_t rank, uint32_t bar,
+                                              Watch w) {
+  const uint32_t share = H / kClusterRanks, first = rank * share;
+  if (!__syncthreads_and(warp_id() != 0 || await_writers(words + first, H, n, flag, w))) return false;
+  for (uint32_t i = first + 2 * threadIdx.x; i < first + share; i += 2 * kThreads) {
+    float y[2];
+    if (!flagged_pair_sums(words + i, H, n, flag, w, y)) return false;
+    bf16 two[2];
+#pragma unroll
+    for (uint32_t e = 0; e < 2; ++e) two[e] = to_bf16(widen<float>(base[i + e]) + widen<float>(to_bf16(y[e])));
+    const uint32_t v = uint32_t(two[0]) | uint32_t(two[1]) << 16, at = smem_address(out + i);
+#pragma unroll
+    for (uint32_t r = 0; r < kClusterRanks; ++r) push4(peer_address(at, r), v, peer_address(bar, r));
+  }
+  return true;
 }
 
 // Thread 0 waits for its mbarrier's phase; false when the run was aborted or the wait failed.
@@ -311,7 +321,9 @@ struct Block {
   uint8_t* smem;
   Layout at;
   uint32_t cluster, rank, G, D, H;
-  uint32_t phase[3];  // thread 0's: the parity of each mbarrier's next phase
+  uint32_t phase[kHopBar];  // thread 0's: the parity of each exchange mbarrier's next phase
+  uint32_t hops;            // hops so far in this launch (every thread's count)
+  uint32_t hop_phases;      // thread 0's: bit k, the parity of hop mbarrier k's next phase
   StreamState* stream;  // in shared memory
   uint32_t next;        // the stream's next chunk: the first of the phase to come
   Tracer trace;
@@ -321,7 +333,6 @@ struct Block {
   }
   __device__ uint32_t bar(uint32_t i) const { return smem_address(smem + at.bars + 8 * i); }
 };
-enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kExchangeBars };
 
 // Starts the copy of stream chunk j, if the launch reads it, into its slot (one thread).
 __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
@@ -428,6 +439,21 @@ __device__ inline bool receive(Block& b, uint32_t which, Watch w, bool& ok) {
   if (threadIdx.x == 0) {
     ok = ok && wait_bar(b.bar(which), b.phase[which], w);
     b.phase[which] ^= 1u;
+  }
+  return __syncthreads_and(ok);
+}
+
+// A hop: out = r(base + r(Σ the n flagged pieces of each row)) over all H rows, each rank of the
+// cluster reading and pushing its share (add_flagged_rows); every thread passes once all 8
+// shares have landed. Hops alternate between two mbarriers.
+__device__ inline bool hop(Block& b, const bf16* base, bf16* out, const unsigned long long* words, uint32_t n,
+                           uint32_t flag, Watch w) {
+  const uint32_t k = b.hops++ & 1u, bar = b.bar(kHopBar + k);
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, b.H * 2);
+  bool ok = add_flagged_rows(base, out, words, b.H, n, flag, b.rank, bar, w);
+  if (threadIdx.x == 0) {  // the parity by a bit, not phase[]: an index known only at run time puts an array in local memory
+    ok = ok && wait_bar(bar, b.hop_phases >> k & 1u, w);
+    b.hop_phases ^= 1u << k;
   }
   return __syncthreads_and(ok);
 }
@@ -713,7 +739,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   const SpGraphParams& prm = p.params;
   const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
   Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions, l.ring_slots), blockIdx.x / kClusterRanks,
-          cluster_rank(), prm.n_heads / prm.n_kv_heads, prm.head_dim, H, {0, 0, 0}};
+          cluster_rank(), prm.n_heads / prm.n_kv_heads, prm.head_dim, H, {}, 0, 0};
   const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
   b.stream = b.buf<StreamState>(b.at.stream);
   b.trace = {p.control->trace, p.control->step_base, L, 0, global_timer_ns()};
@@ -768,7 +794,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
         const ClusterLayer& before = p.layers[layer - 1];
         Watch w = watch(p, l, before.mlp_task, step, before.mlp_counter, flag - 1);
         if (is_front) stage_norm(Ly.in_norm, norm, H);
-        ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(flag - 1), H, p.mlp_gangs, flag - 1, w));
+        ok = hop(b, hattn, h, mlp_words(flag - 1), p.mlp_gangs, flag - 1, w);
         if (!ok) break;
         b.trace.begin();
       }
@@ -777,7 +803,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       if (is_front) b.trace.end(step, layer, kPhaseOProj);
       Watch w = watch(p, l, Ly.o_proj_task, step, Ly.o_proj_counter, flag);
       if (is_mlp) stage_norm(Ly.post_norm, norm, H);
-      ok = __syncthreads_and(add_flagged_rows(h, hattn, o_words(flag), H, prm.n_kv_heads, flag, w));
+      ok = hop(b, h, hattn, o_words(flag), prm.n_kv_heads, flag, w);
       b.trace.begin();
       if (ok && is_mlp) ok = __syncthreads_and(mlp(b, Ly, layer, b.cluster - mlp_first, step, flag, mlp_words(flag)));
     }
@@ -785,7 +811,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     const uint32_t last = first_flag + L;
     Watch w = watch(p, l, p.layers[L - 1].mlp_task, step, p.layers[L - 1].mlp_counter, last);
     stage_norm(p.final_norm, norm, H);
-    ok = __syncthreads_and(add_flagged_rows(hattn, h, mlp_words(last), H, p.mlp_gangs, last, w));
+    ok = hop(b, hattn, h, mlp_words(last), p.mlp_gangs, last, w);
     b.trace.begin();
     if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
   }
