@@ -29,6 +29,7 @@
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
+#include "megakernel/fast_div.h"
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_layout.h"
 #include "megakernel/tile_projection.cuh"
@@ -57,6 +58,10 @@ struct Stream {
   uint32_t per_layer, layers, lm, per_step, total;
   uint32_t lm_first, lm_rows;  // the block's LM head rows
   uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
+  // fill_chunk's divisions (by per_step, per_layer and the ring's slots) as multiply-highs: a
+  // refill runs at the end of its warp's phase, so its chain of dependent instructions is on the
+  // layer's path (thirty-ninth session).
+  FastDiv by_step, by_layer, by_slots;
 };
 
 // What the block's ring streams, in its shared memory (set once by thread 0), so that the code
@@ -338,19 +343,21 @@ struct Block {
 __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
   const Stream& st = s.st;
   if (j >= st.total) return;
-  const uint32_t q = j % st.per_step;
+  const uint32_t q = st.by_step.mod(j), slot = st.by_slots.mod(j);
   if (q >= st.layers) {
     const uint32_t first = (q - st.layers) * st.row_chunk, rows = min(st.row_chunk, st.lm_rows - first);
-    s.ring.fill(j, s.lm_head + size_t(st.lm_first + first) * s.H, rows * s.H * 2);
+    s.ring.fill(j, slot, s.lm_head + size_t(st.lm_first + first) * s.H, rows * s.H * 2);
     return;
   }
-  uint32_t k = q % st.per_layer, piece = kQkvPiece;
+  const uint32_t layer = st.by_layer.div(q);
+  uint32_t k = q - layer * st.per_layer, piece = kQkvPiece;
   if (k >= st.qkv) k -= st.qkv, piece = kOPiece;
   if (piece == kOPiece && k >= st.o) k -= st.o, piece = kGatePiece;
   if (piece == kGatePiece && k >= st.gate) k -= st.gate, piece = kUpPiece;
   if (piece == kUpPiece && k >= st.gate) k -= st.gate, piece = kDownPiece;
-  const uint8_t* src = reinterpret_cast<const uint8_t*>(s.sources[q / st.per_layer * kPieces + piece]);
-  s.ring.fill(j, src + size_t(k) * kRingChunkBytes, kRingChunkBytes);
+  unsigned long long src;  // s.sources[layer][piece], from shared memory (a generic load would take longer)
+  asm("ld.shared.u64 %0, [%1];" : "=l"(src) : "r"(smem_address(s.sources + layer * kPieces + piece)));
+  s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k) * kRingChunkBytes, kRingChunkBytes);
 }
 
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
@@ -711,6 +718,9 @@ __device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
   st.lm = (st.lm_rows + st.row_chunk - 1) / st.row_chunk;
   st.per_step = st.layers + st.lm;
   st.total = b.l.steps * st.per_step;
+  st.by_step = FastDiv::of(st.per_step);
+  st.by_layer = FastDiv::of(st.per_layer);
+  st.by_slots = FastDiv::of(b.l.ring_slots);
   return st;
 }
 

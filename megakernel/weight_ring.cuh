@@ -32,12 +32,15 @@ struct WeightRing {
     }
   }
 
-  // Starts copying `bytes` (a multiple of 16) from src into `chunk`'s slot, by one thread, once
-  // every reader of the chunk `slots` places before it has released it.
-  __device__ void fill(uint32_t chunk, const void* src, uint32_t bytes) const {
-    *reinterpret_cast<volatile uint32_t*>(tag + chunk % slots) = chunk;
-    mbar_arrive_expect_tx(bar(chunk), bytes);
-    bulk_copy_to_shared(address(chunk), src, bytes, bar(chunk));
+  // Starts copying `bytes` (a multiple of 16) from src into `chunk`'s slot (`slot`, which is
+  // chunk % slots, given by the caller), by one thread, once every reader of the chunk `slots`
+  // places before it has released it. The tag by a shared store: a volatile store through the
+  // generic address is a system-scope one.
+  __device__ void fill(uint32_t chunk, uint32_t slot, const void* src, uint32_t bytes) const {
+    asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(smem_address(tag + slot)), "r"(chunk) : "memory");
+    const uint32_t b = bars_at + 8u * slot;
+    mbar_arrive_expect_tx(b, bytes);
+    bulk_copy_to_shared(slot0_at + slot * kRingChunkBytes, src, bytes, b);
   }
 
   // Whether `chunk` has landed. The tag first: a slot's mbarrier phase parity alone cannot tell
