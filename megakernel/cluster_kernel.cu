@@ -384,16 +384,21 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
   constexpr uint32_t kWarps = kThreads / 32;
   const uint32_t chunks = (rows + per_chunk - 1) / per_chunk;
   if (!chunks) return true;
-  const uint32_t share = chunks < kWarps ? kWarps / chunks : 1, part = (per_chunk + share - 1) / share;
+  // share = kWarps / chunks (8, 4, 2 or 1) as a shift: no division on the phase's path
+  const uint32_t shift = chunks == 1 ? 3 : chunks == 2 ? 2 : chunks <= 4 ? 1 : 0, share = 1u << shift;
+  const uint32_t part = (per_chunk + share - 1) >> shift;
   const WeightRing& ring = s.ring;
-  for (uint32_t c = warp_id() / share; c < chunks; c += kWarps / share) {
+  for (uint32_t c = warp_id() >> shift; c < chunks; c += kWarps >> shift) {
     const uint32_t j = first + c, held = min(per_chunk, rows - c * per_chunk);
-    const uint32_t begin = min(warp_id() % share * part, held), count = min(begin + part, held) - begin;
-    while (!ring.landed(j))
+    const uint32_t begin = min((warp_id() & (share - 1)) * part, held), count = min(begin + part, held) - begin;
+    const uint32_t turn = s.st.by_slots.div(j), slot = j - turn * ring.slots;
+    while (!ring.landed_in(j, slot, turn & 1u))
       if (!w.ok()) return false;
-    if (count) f(ring.data(j) + begin * row_bytes, ring.address(j) + begin * row_bytes, c * per_chunk + begin, count);
+    if (count)
+      f(ring.slot_data(slot) + begin * row_bytes, ring.slot_address(slot) + begin * row_bytes, c * per_chunk + begin,
+        count);
     __syncwarp();
-    if (lane_id() == 0 && ring.release(j, share)) fill_chunk(s, j + ring.slots);
+    if (lane_id() == 0 && ring.release_in(slot, share)) fill_chunk(s, j + ring.slots);
   }
   return true;
 }
@@ -593,8 +598,9 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   // groups loading at once use different banks, and its 4 dots then pushed to their rank in one
   // push by its first lane. (A lane a row read rows 256 bytes apart, all in the same 4 banks: 8
   // times the shared-memory wavefronts; thirty-eighth session.)
-  const uint32_t lanes = P / kDotVec, groups = 32 / lanes, group = lane_id() / lanes, turn = group % 4,
-                 column = lane_id() % lanes;  // the lane's 8 columns of its rows
+  const uint32_t shift = __ffs(P / kDotVec) - 1, lanes = 1u << shift;  // P / 8 is 1, 2, 4 or 8: shifts, not divisions
+  const uint32_t groups = 32u >> shift, group = lane_id() >> shift, turn = group % 4,
+                 column = lane_id() & (lanes - 1);  // the lane's 8 columns of its rows
   float a[kDotVec];
   unpack_bf16x8(*reinterpret_cast<const uint4*>(act + column * kDotVec), a);
   float* recv = b.buf<float>(b.at.down);  // [rank][share]

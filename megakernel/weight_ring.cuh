@@ -22,6 +22,18 @@ struct WeightRing {
   __device__ uint32_t bar(uint32_t chunk) const { return bars_at + 8u * (chunk % slots); }
   __device__ uint8_t* data(uint32_t chunk) const { return slot0 + size_t(chunk % slots) * kRingChunkBytes; }
   __device__ uint32_t address(uint32_t chunk) const { return slot0_at + (chunk % slots) * kRingChunkBytes; }
+  // The same from the slot (chunk % slots) and the parity ((chunk / slots) & 1) the caller has.
+  __device__ uint8_t* slot_data(uint32_t slot) const { return slot0 + size_t(slot) * kRingChunkBytes; }
+  __device__ uint32_t slot_address(uint32_t slot) const { return slot0_at + slot * kRingChunkBytes; }
+  __device__ bool landed_in(uint32_t chunk, uint32_t slot, uint32_t parity) const {
+    return *reinterpret_cast<const volatile uint32_t*>(tag + slot) == chunk && mbar_test_wait(bars_at + 8u * slot, parity);
+  }
+  __device__ bool release_in(uint32_t slot, uint32_t readers) const {
+    uint32_t* r = released + slot;
+    if (atomicAdd(r, 1u) + 1u != readers) return false;
+    *r = 0;
+    return true;
+  }
 
   // Before any fill, by one thread (the mbarriers' init still needs its fence and a barrier).
   __device__ void init() const {
