@@ -58,9 +58,9 @@ struct Stream {
   uint32_t per_layer, layers, lm, per_step, total;
   uint32_t lm_first, lm_rows;  // the block's LM head rows
   uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
-  // fill_chunk's divisions (by per_step, per_layer and the ring's slots) as multiply-highs: a
-  // refill runs at the end of its warp's phase, so its chain of dependent instructions is on the
-  // layer's path (thirty-ninth session).
+  // The stream's divisions (by per_step, per_layer and the ring's slots) as multiply-highs:
+  // for_warp_rows and a refill (at the end of its warp's phase) divide at every chunk, so their
+  // chains of dependent instructions are on the layer's path (thirty-ninth session).
   FastDiv by_step, by_layer, by_slots;
 };
 
@@ -392,13 +392,11 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
     const uint32_t j = first + c, held = min(per_chunk, rows - c * per_chunk);
     const uint32_t begin = min((warp_id() & (share - 1)) * part, held), count = min(begin + part, held) - begin;
     const uint32_t turn = s.st.by_slots.div(j), slot = j - turn * ring.slots;
-    while (!ring.landed_in(j, slot, turn & 1u))
+    while (!ring.landed(j, slot, turn & 1u))
       if (!w.ok()) return false;
-    if (count)
-      f(ring.slot_data(slot) + begin * row_bytes, ring.slot_address(slot) + begin * row_bytes, c * per_chunk + begin,
-        count);
+    if (count) f(ring.data(slot) + begin * row_bytes, ring.address(slot) + begin * row_bytes, c * per_chunk + begin, count);
     __syncwarp();
-    if (lane_id() == 0 && ring.release_in(slot, share)) fill_chunk(s, j + ring.slots);
+    if (lane_id() == 0 && ring.release(slot, share)) fill_chunk(s, j + ring.slots);
   }
   return true;
 }

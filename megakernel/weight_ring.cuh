@@ -1,6 +1,8 @@
 // A block's weights streamed through shared memory (docs/two-hop-layer.md, "the ring"): the
 // block reads its weights as one sequence of chunks of at most kRingChunkBytes, known ahead, and
-// chunk j lands in slot j % slots by a bulk copy. The last reader of a chunk starts the copy of
+// chunk j lands in slot j % slots by a bulk copy, completing phase j / slots of the slot's
+// mbarrier. The caller gives the slot (and the phase's parity): it divides once a chunk, by a
+// multiply-high, where each accessor dividing again cost the phases' paths (thirty-ninth session). The last reader of a chunk starts the copy of
 // the chunk `slots` places later into the freed slot, so as many chunks are in flight or landed
 // ahead of the readers as there are slots, with no producer warp and no release on the path.
 #pragma once
@@ -19,47 +21,34 @@ struct WeightRing {
   uint32_t* released;  // readers done with the chunk a slot holds
   uint32_t slots;
 
-  __device__ uint32_t bar(uint32_t chunk) const { return bars_at + 8u * (chunk % slots); }
-  __device__ uint8_t* data(uint32_t chunk) const { return slot0 + size_t(chunk % slots) * kRingChunkBytes; }
-  __device__ uint32_t address(uint32_t chunk) const { return slot0_at + (chunk % slots) * kRingChunkBytes; }
-  // The same from the slot (chunk % slots) and the parity ((chunk / slots) & 1) the caller has.
-  __device__ uint8_t* slot_data(uint32_t slot) const { return slot0 + size_t(slot) * kRingChunkBytes; }
-  __device__ uint32_t slot_address(uint32_t slot) const { return slot0_at + slot * kRingChunkBytes; }
-  __device__ bool landed_in(uint32_t chunk, uint32_t slot, uint32_t parity) const {
-    return *reinterpret_cast<const volatile uint32_t*>(tag + slot) == chunk && mbar_test_wait(bars_at + 8u * slot, parity);
-  }
-  __device__ bool release_in(uint32_t slot, uint32_t readers) const {
-    uint32_t* r = released + slot;
-    if (atomicAdd(r, 1u) + 1u != readers) return false;
-    *r = 0;
-    return true;
-  }
+  __device__ uint32_t bar(uint32_t slot) const { return bars_at + 8u * slot; }
+  __device__ uint8_t* data(uint32_t slot) const { return slot0 + size_t(slot) * kRingChunkBytes; }
+  __device__ uint32_t address(uint32_t slot) const { return slot0_at + slot * kRingChunkBytes; }
 
   // Before any fill, by one thread (the mbarriers' init still needs its fence and a barrier).
   __device__ void init() const {
     for (uint32_t s = 0; s < slots; ++s) {
       tag[s] = ~0u;
       released[s] = 0;
-      mbar_init(bars_at + 8u * s, 1);
+      mbar_init(bar(s), 1);
     }
   }
 
-  // Starts copying `bytes` (a multiple of 16) from src into `chunk`'s slot (`slot`, which is
-  // chunk % slots, given by the caller), by one thread, once every reader of the chunk `slots`
-  // places before it has released it. The tag by a shared store: a volatile store through the
-  // generic address is a system-scope one.
+  // Starts copying `bytes` (a multiple of 16) from src into `chunk`'s slot, by one thread, once
+  // every reader of the chunk `slots` places before it has released it. The tag by a shared
+  // store: a volatile store through the generic address is a system-scope one.
   __device__ void fill(uint32_t chunk, uint32_t slot, const void* src, uint32_t bytes) const {
     asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(smem_address(tag + slot)), "r"(chunk) : "memory");
-    const uint32_t b = bars_at + 8u * slot;
+    const uint32_t b = bar(slot);  // once: the asm's memory clobber would have the members loaded again
     mbar_arrive_expect_tx(b, bytes);
-    bulk_copy_to_shared(slot0_at + slot * kRingChunkBytes, src, bytes, b);
+    bulk_copy_to_shared(address(slot), src, bytes, b);
   }
 
-  // Whether `chunk` has landed. The tag first: a slot's mbarrier phase parity alone cannot tell
-  // `chunk` from the chunk two fills before it, which a reader running ahead could otherwise see.
-  __device__ bool landed(uint32_t chunk) const {
-    return *reinterpret_cast<const volatile uint32_t*>(tag + chunk % slots) == chunk &&
-           mbar_test_wait(bar(chunk), (chunk / slots) & 1u);
+  // Whether `chunk` has landed in its slot, whose mbarrier phase it completes has `parity`. The
+  // tag first: the parity alone cannot tell `chunk` from the chunk two fills before it, which a
+  // reader running ahead could otherwise see.
+  __device__ bool landed(uint32_t chunk, uint32_t slot, uint32_t parity) const {
+    return *reinterpret_cast<const volatile uint32_t*>(tag + slot) == chunk && mbar_test_wait(bar(slot), parity);
   }
 
   // Waits for the copies a failed run left in flight (each slot's last fill): a block must not
@@ -68,17 +57,17 @@ struct WeightRing {
     for (uint32_t s = 0; s < slots; ++s) {
       const uint32_t chunk = tag[s];
       if (chunk != ~0u)
-        while (!mbar_test_wait(bars_at + 8u * s, (chunk / slots) & 1u)) {
+        while (!mbar_test_wait(bar(s), (chunk / slots) & 1u)) {
         }
     }
   }
 
-  // One of `readers` is done with `chunk` (one lane for its warp, after the warp's reads): true
-  // for the last, which then fills the slot again. No fence: a fence or release here would wait
+  // One of `readers` is done with the chunk in `slot` (one lane for its warp, after the warp's
+  // reads): true for the last, which then fills the slot again. No fence: a fence or release here would wait
   // for the block's bulk copies in flight (docs/two-hop-layer.md), and the reads it orders have
   // returned their values, which the warp used before it got here.
-  __device__ bool release(uint32_t chunk, uint32_t readers) const {
-    uint32_t* r = released + chunk % slots;
+  __device__ bool release(uint32_t slot, uint32_t readers) const {
+    uint32_t* r = released + slot;
     if (atomicAdd(r, 1u) + 1u != readers) return false;
     *r = 0;
     return true;
