@@ -221,7 +221,7 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
   if (warp_id() == 0) {
     const uint32_t at[1] = {smem_address(x)};
     float sum[1];
-    warp_dot_rows_shared<1, 1>(at, at[0], H, sum);
+    warp_dot_rows_shared<1>(at, at[0], H, sum);  // H is a multiple of kSharedDotSpan (cluster_program_problem)
     const float inv = rms_inverse<float>(sum[0], H, eps);
     if (lane_id() == 0) scratch[0] = inv;
   }
@@ -577,6 +577,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
                            uint32_t flag, unsigned long long* mlp_words) {
   const SpGraphParams& p = b.p.params;
   const uint32_t H = b.H, P = b.p.mlp_piece, share = H / kClusterRanks;
+  const uint32_t share_shift = __ffs(share) - 1;  // H is a power of two (its rows divide a ring chunk)
   if (threadIdx.x == 0) mbar_arrive_expect_tx(b.bar(kDownBar), H * 4);
   bf16 *xn = b.buf<bf16>(b.at.xn), *act = b.buf<bf16>(b.at.act);
   float* scratch = b.buf<float>(0);
@@ -628,9 +629,9 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
       for (uint32_t e = 0; e < 4; ++e) r[e] = turn & 1u ? d[(e + 3) % 4] : d[e];
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) d[e] = turn & 2u ? r[(e + 2) % 4] : r[e];
-      const uint32_t row = i0 + first, to = row / share;
+      const uint32_t row = i0 + first, to = row >> share_shift;
       if (column == 0 && g < count)
-        push16(peer_address(smem_address(recv + b.rank * share + row % share), to),
+        push16(peer_address(smem_address(recv + b.rank * share + (row & (share - 1))), to),
                make_uint4(__float_as_uint(d[0]), __float_as_uint(d[1]), __float_as_uint(d[2]), __float_as_uint(d[3])),
                peer_address(b.bar(kDownBar), to));
     }
