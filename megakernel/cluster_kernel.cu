@@ -384,7 +384,8 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
   constexpr uint32_t kWarps = kThreads / 32;
   const uint32_t chunks = (rows + per_chunk - 1) / per_chunk;
   if (!chunks) return true;
-  // share = kWarps / chunks (8, 4, 2 or 1) as a shift: no division on the phase's path
+  // share = kWarps / chunks (8, 4, 2 or 1) as a shift, and a chunk's slot by a multiply-high:
+  // each division here was on the phase's path (thirty-ninth session)
   const uint32_t shift = chunks == 1 ? 3 : chunks == 2 ? 2 : chunks <= 4 ? 1 : 0, share = 1u << shift;
   const uint32_t part = (per_chunk + share - 1) >> shift;
   const WeightRing& ring = s.ring;

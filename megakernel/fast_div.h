@@ -2,22 +2,19 @@
 // CUTLASS's FastDivmod: m = ceil(2^p / d), p = 31 + ceil(log2 d)): exact for every dividend
 // below 2^31. A division by a run-time value is ~18 instructions on the GPU, a dependent chain
 // through the MUFU unit; the cluster program's ring divides by its slot count and its step's
-// and layer's chunk counts at every chunk (thirty-eighth session: ~10% of its instructions).
+// and layer's chunk counts at every chunk (thirty-eighth session: ~10% of its instructions; the
+// thirty-ninth found those chains on every phase's path).
 #pragma once
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define SP_FAST_DIV_HD __host__ __device__
-#else
-#define SP_FAST_DIV_HD
-#endif
+#include "ops/hd.h"
 
 namespace spindle {
 
 struct FastDiv {
-  uint32_t d, m, s;  // d == 1: the quotient is x itself (m and s unused)
+  uint32_t d, m, s;  // d == 1: the quotient is x itself (m and s unused); of(0) is taken as of(1)
 
-  SP_FAST_DIV_HD static FastDiv of(uint32_t d) {
+  SP_HD static FastDiv of(uint32_t d) {
     if (d <= 1) return {1, 0, 0};
     uint32_t l = 0;  // ceil(log2 d)
     while ((uint64_t(1) << l) < d) ++l;
@@ -25,7 +22,7 @@ struct FastDiv {
     return {d, uint32_t(((uint64_t(1) << p) + d - 1) / d), p - 32};
   }
   // x / d for x < 2^31.
-  SP_FAST_DIV_HD uint32_t div(uint32_t x) const {
+  SP_HD uint32_t div(uint32_t x) const {
 #ifdef __CUDA_ARCH__
     const uint32_t hi = __umulhi(x, m);
 #else
@@ -34,7 +31,7 @@ struct FastDiv {
     return d == 1 ? x : hi >> s;
   }
   // x % d for x < 2^31.
-  SP_FAST_DIV_HD uint32_t mod(uint32_t x) const { return x - div(x) * d; }
+  SP_HD uint32_t mod(uint32_t x) const { return x - div(x) * d; }
 };
 
 }  // namespace spindle
