@@ -284,10 +284,11 @@ __device__ __forceinline__ void cluster_sync() {
 // The rank's share of a hop: out = r(base + r(Σ flagged pieces of each row)) for rows
 // [rank H/8, (rank + 1) H/8) (bf16, shared memory), each pair of rows pushed into every rank's
 // out (the same offset in each) on its mbarrier `bar`; a thread a row pair. Each block of a
-// cluster reads its share of the words from the L2, where every block read all of them (the
-// o_proj hop's 64 KB and the MLP hop's 96 KB a block, 7.7 and 11.5 MB at once from 120 blocks).
-// A peer pushes into out only after this block pushed its own rows of the hop, so after it read
-// base and finished with out's previous contents (every block reads only its own rows of base).
+// cluster reads its share of the words from the L2, where every block read all of them (on
+// qwen3-0.6b the o_proj hop's 64 KB and the MLP hop's 96 KB a block, 7.7 and 11.5 MB at once).
+// A peer pushes a hop's rows into out only once it has completed the hop before, which took all
+// of this block's rows of that hop: each thread pushed them after reading its rows of that hop's
+// base, and the block had read out's previous contents (two hops back) before that hop began.
 __device__ __noinline__ bool add_flagged_rows(const bf16* base, bf16* out, const unsigned long long* words,
                                               uint32_t H, uint32_t n, uint32_t flag, uint32_t rank, uint32_t bar,
                                               Watch w) {
@@ -368,7 +369,9 @@ __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
   if (piece == kOPiece && k >= st.o) k -= st.o, piece = kGatePiece;
   if (piece == kGatePiece && k >= st.gate) k -= st.gate, piece = kUpPiece;
   if (piece == kUpPiece && k >= st.gate) k -= st.gate, piece = kDownPiece;
-  unsigned long long src;  // s.sources[layer][piece], from shared memory (a generic load would take longer)
+  // s.sources[layer][piece] by ld.shared (a generic load takes longer); written once, before the
+  // launch's first fill, so the asm needs no memory clobber
+  unsigned long long src;
   asm("ld.shared.u64 %0, [%1];" : "=l"(src) : "r"(smem_address(s.sources + layer * kPieces + piece)));
   s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k) * kRingChunkBytes, kRingChunkBytes);
 }

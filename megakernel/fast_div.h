@@ -1,8 +1,10 @@
 // Division by a divisor known only at run time, as a multiply-high and a shift (the method of
 // CUTLASS's FastDivmod: m = ceil(2^p / d), p = 31 + ceil(log2 d)): exact for every dividend
-// below 2^31. A division by a run-time value is ~18 instructions on the GPU, a dependent chain
-// through the MUFU unit; the cluster program's ring divides by its slot count and its step's
-// and layer's chunk counts at every chunk (thirty-eighth session: ~10% of its instructions; the
+// below 2^31. The cluster program's dividends are a launch's chunk indices (steps x chunks a
+// step: ~830 a step for a qwen3-0.6b block, so ~2.5 million steps a launch; nothing checks it).
+// A division by a run-time value is ~18 instructions on the GPU, a dependent chain through the
+// MUFU unit; the cluster program's ring divides by its slot count and its step's and layer's
+// chunk counts at every chunk (thirty-eighth session: ~10% of its instructions; the
 // thirty-ninth found those chains on every phase's path).
 #pragma once
 #include <stdint.h>

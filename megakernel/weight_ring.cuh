@@ -2,9 +2,10 @@
 // block reads its weights as one sequence of chunks of at most kRingChunkBytes, known ahead, and
 // chunk j lands in slot j % slots by a bulk copy, completing phase j / slots of the slot's
 // mbarrier. The caller gives the slot (and the phase's parity): it divides once a chunk, by a
-// multiply-high, where each accessor dividing again cost the phases' paths (thirty-ninth session). The last reader of a chunk starts the copy of
-// the chunk `slots` places later into the freed slot, so as many chunks are in flight or landed
-// ahead of the readers as there are slots, with no producer warp and no release on the path.
+// multiply-high, where each accessor dividing again cost the phases' paths (thirty-ninth
+// session). The last reader of a chunk starts the copy of the chunk `slots` places later into
+// the freed slot, so as many chunks are in flight or landed ahead of the readers as there are
+// slots, with no producer warp and no release on the path.
 #pragma once
 #include <stdint.h>
 
