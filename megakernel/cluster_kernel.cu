@@ -398,7 +398,8 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
     const uint32_t turn = s.st.by_slots.div(j), slot = j - turn * ring.slots;
     while (!ring.landed(j, slot, turn & 1u))
       if (!w.ok()) return false;
-    if (count) f(ring.data(slot) + begin * row_bytes, ring.address(slot) + begin * row_bytes, c * per_chunk + begin, count);
+    if (count)
+      f(ring.data(slot) + begin * row_bytes, ring.address(slot) + begin * row_bytes, c * per_chunk + begin, count);
     __syncwarp();
     if (lane_id() == 0 && ring.release(slot, share)) fill_chunk(s, j + ring.slots);
   }
@@ -478,7 +479,8 @@ __device__ inline bool hop(Block& b, const bf16* base, bf16* out, const unsigned
   const uint32_t k = b.hops++ & 1u, bar = b.bar(kHopBar + k);
   if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, b.H * 2);
   bool ok = add_flagged_rows(base, out, words, b.H, n, flag, b.rank, bar, w);
-  if (threadIdx.x == 0) {  // the parity by a bit, not phase[]: an index known only at run time puts an array in local memory
+  // The parity by a bit, not phase[]: an index known only at run time puts an array in local memory.
+  if (threadIdx.x == 0) {
     ok = ok && wait_bar(bar, b.hop_phases >> k & 1u, w);
     b.hop_phases ^= 1u << k;
   }

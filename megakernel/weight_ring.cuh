@@ -64,9 +64,9 @@ struct WeightRing {
   }
 
   // One of `readers` is done with the chunk in `slot` (one lane for its warp, after the warp's
-  // reads): true for the last, which then fills the slot again. No fence: a fence or release here would wait
-  // for the block's bulk copies in flight (docs/two-hop-layer.md), and the reads it orders have
-  // returned their values, which the warp used before it got here.
+  // reads): true for the last, which then fills the slot again. No fence: a fence or release
+  // here would wait for the block's bulk copies in flight (docs/two-hop-layer.md), and the reads
+  // it orders have returned their values, which the warp used before it got here.
   __device__ bool release(uint32_t slot, uint32_t readers) const {
     uint32_t* r = released + slot;
     if (atomicAdd(r, 1u) + 1u != readers) return false;
