@@ -71,8 +71,14 @@ struct StreamState {
   Stream st;
   const bf16** sources;  // [layer][Piece]: where the block's share of each piece starts
   const bf16* lm_head;
+  uint2* deferred;  // [warp][kDeferred]: {chunk, its readers} the warp has read and not released ({~0u, 0}: none)
   uint32_t H;
 };
+
+// Releases a warp holds back (defer_release), and how far apart a block with nothing to do
+// but wait issues them (release_deferred).
+constexpr uint32_t kDeferred = 2;
+constexpr uint32_t kRefillStaggerNs = 750;
 
 // The block's mbarriers for what its cluster's peers push into its shared memory: q/k/v rows,
 // attention partials, down partials, and the hops' rows (two, by the hop's parity: a peer may
@@ -82,8 +88,8 @@ enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kHopBar, kExchangeBars = 
 // The program's buffers after attention's tile area, in bytes from the start of dynamic shared
 // memory (the tile area must start there: the attention helpers carve it from offset 0).
 struct Layout {
-  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, tags, released,
-      bars, ring, end;
+  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, deferred, tags,
+      released, bars, ring, end;
 };
 __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
@@ -108,6 +114,7 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.partials = take(kThreads / 32 * sizeof(ArgmaxPartial));
   l.stream = take(sizeof(StreamState));
   l.sources = take(p.n_layers * kPieces * 8);  // each layer's pieces' first bytes (global addresses)
+  l.deferred = take(kThreads / 32 * kDeferred * 8);
   l.tags = take(slots * 4);
   l.released = take(slots * 4);
   l.bars = take((kExchangeBars + slots) * 8);  // the exchanges', then the ring's
@@ -376,14 +383,54 @@ __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
   s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k) * kRingChunkBytes, kRingChunkBytes);
 }
 
+// Lane 0: its warp is done with chunk j, one of `readers`; the last reader refills the slot.
+__device__ inline void release_chunk(const StreamState& s, uint32_t j, uint32_t readers) {
+  if (s.ring.release(s.st.by_slots.mod(j), readers)) fill_chunk(s, j + s.ring.slots);
+}
+
+// Lane 0: release_chunk later, at the warp's next release_deferred (the oldest now when the
+// warp already holds kDeferred back). A refill issued at once lies on its phase's path, just
+// before the block's barrier, and its copy lands while the next hop's round trips wait on the
+// memory system (fortieth session: an MLP-only block's MLP 7.0 -> 5.5 us without them).
+__device__ inline void defer_release(const StreamState& s, uint32_t j, uint32_t readers) {
+  uint2* q = s.deferred + warp_id() * kDeferred;
+  if (q[kDeferred - 1].x != ~0u) {
+    release_chunk(s, q[0].x, q[0].y);
+#pragma unroll
+    for (uint32_t i = 0; i + 1 < kDeferred; ++i) q[i] = q[i + 1];
+    q[kDeferred - 1].x = ~0u;
+  }
+  for (uint32_t i = 0; i < kDeferred; ++i)
+    if (q[i].x == ~0u) {
+      q[i] = make_uint2(j, readers);
+      return;
+    }
+}
+
+// The releases each warp held back (defer_release), in order; called by every thread where none
+// of the chunks they refill has been read yet: after a hop, and before the token's poll. With
+// `stagger` (ns), warp w first sleeps w * stagger: a block that only waits next spreads its
+// copies over the wait, where issued all at once they slowed the other blocks' phases.
+__device__ __noinline__ void release_deferred(const StreamState& s, uint32_t stagger) {
+  if (lane_id() != 0) return;
+  uint2* q = s.deferred + warp_id() * kDeferred;
+  if (stagger && q[0].x != ~0u) __nanosleep(warp_id() * stagger);
+  for (uint32_t i = 0; i < kDeferred; ++i)
+    if (q[i].x != ~0u) {
+      release_chunk(s, q[i].x, q[i].y);
+      q[i].x = ~0u;
+    }
+}
+
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
 // chunk (the last may hold fewer): chunks w, w + 8, … whole when there are at least 8 of them,
 // else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
 // once the chunk has landed; then the warp releases it, and its last reader fills the slot
-// again. False: a wait failed.
+// again: at once when the refill is a chunk before `later`, else at the warp's next
+// release_deferred (defer_release). False: a wait failed.
 template <class F>
 __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
-                                     uint32_t row_bytes, Watch& w, F f) {
+                                     uint32_t row_bytes, uint32_t later, Watch& w, F f) {
   constexpr uint32_t kWarps = kThreads / 32;
   const uint32_t chunks = (rows + per_chunk - 1) / per_chunk;
   if (!chunks) return true;
@@ -401,7 +448,13 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
     if (count)
       f(ring.data(slot) + begin * row_bytes, ring.address(slot) + begin * row_bytes, c * per_chunk + begin, count);
     __syncwarp();
-    if (lane_id() == 0 && ring.release(slot, share)) fill_chunk(s, j + ring.slots);
+    if (lane_id() == 0) {
+      if (j + ring.slots < later) {
+        if (ring.release(slot, share)) fill_chunk(s, j + ring.slots);
+      } else {
+        defer_release(s, j, share);
+      }
+    }
   }
   return true;
 }
@@ -420,16 +473,18 @@ struct DotsOut {
   ArgmaxPartial* partials;
 };
 
-// The dots of `rows` rows streamed from chunk `first` (per_chunk rows a chunk, row_bytes apart)
-// with x (shared address, K elements, a multiple of kDotBlock), 8 rows a round, into `out`; the
+// The dots of `rows` rows streamed from chunk `first` (per_chunk rows a chunk, row_bytes apart;
+// refills of chunk `later` on held back, as for_warp_rows says) with x (shared address, K
+// elements, a multiple of kDotBlock), 8 rows a round, into `out`; the
 // round's 8 butterflies share their shuffles (warp_butterfly_rows8: 9 where they took 40, which
 // was a third of an o_proj round's instructions). Every projection of the program goes through
 // this one copy. False: a wait failed.
 __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
-                                         uint32_t row_bytes, uint32_t x, uint32_t K, DotsOut out, Watch w) {
+                                         uint32_t row_bytes, uint32_t later, uint32_t x, uint32_t K, DotsOut out,
+                                         Watch w) {
   constexpr uint32_t R = 8;
   ArgmaxPartial best = argmax_none(out.first);
-  const bool ok = for_warp_rows(s, first, rows, per_chunk, row_bytes, w,
+  const bool ok = for_warp_rows(s, first, rows, per_chunk, row_bytes, later, w,
                                 [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
     for (uint32_t g = 0; g < count; g += R) {
       uint32_t a[R];
@@ -512,6 +567,14 @@ __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t 
   __syncthreads();
 }
 
+// The first chunk whose refill the phase of `layer` starting at the block's next chunk holds
+// back (for_warp_rows): the block's next layer's chunks of the same role, which it reads after
+// the hop that follows at the earliest, so release_deferred issues them after that hop. None in
+// the last layer: the LM head reads those refills right after the last hop.
+__device__ inline uint32_t held_from(const Block& b, uint32_t layer) {
+  return layer + 1 < b.p.params.n_layers ? b.next + b.stream->st.per_layer : ~0u;
+}
+
 // The front gang's member: q, k, v rows, attention over its chunk, o_proj's piece of its head.
 __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, uint32_t position, uint32_t step,
                              uint32_t flag, unsigned long long* o_words) {
@@ -529,9 +592,11 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
   // The rank's rows of the head's q | k | v rows.
   bf16* mine = b.buf<bf16>(b.at.mine);
-  const bool dots = stream_dots(*b.stream, b.next, rows, b.stream->st.row_chunk, H * 2, smem_address(xn), H,
-                                {DotsOut::kBf16, mine}, watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
+  const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
+  const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, rows, b.stream->st.row_chunk, H * 2, later,
+                                smem_address(xn), H, {DotsOut::kBf16, mine},
+                                watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
   bool ok = true;
@@ -595,7 +660,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   const uint32_t o_rows = H / kClusterRanks, o_bytes = G * D * 2;
   const uint32_t first = b.next;
   b.next += b.stream->st.o;
-  return stream_dots(*b.stream, first, o_rows, kRingChunkBytes / o_bytes, o_bytes, smem_address(out), G * D,
+  return stream_dots(*b.stream, first, o_rows, kRingChunkBytes / o_bytes, o_bytes, later, smem_address(out), G * D,
                      {DotsOut::kWords, o_words + size_t(g) * H + r * o_rows, flag},
                      watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0));
 }
@@ -613,7 +678,8 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
   // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
   const StreamState& s = *b.stream;
-  const bool dots = stream_dots(s, b.next, 2 * P, s.st.row_chunk, H * 2, smem_address(xn), H,
+  const uint32_t after = held_from(b, layer);
+  const bool dots = stream_dots(s, b.next, 2 * P, s.st.row_chunk, H * 2, after, smem_address(xn), H,
                                 {DotsOut::kFloats, scratch + 8}, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0));
   b.next += 2 * s.st.gate;
   if (!__syncthreads_and(dots)) return false;
@@ -633,7 +699,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   unpack_bf16x8(*reinterpret_cast<const uint4*>(act + column * kDotVec), a);
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
   Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
-  bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, w,
+  bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, after, w,
                           [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
     // Every group runs the same rounds (the shuffles need the whole warp); count is a multiple
     // of 4, and a group past it reads the last 4 rows again and pushes nothing.
@@ -686,10 +752,10 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch);
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
-  const bool dots = stream_dots(stream, b.next, stream.st.lm_rows, stream.st.row_chunk, H * 2, smem_address(xn), H,
-                                {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
+  b.next += stream.st.lm;  // the step's last chunk: its refills wait for the next step's token poll
+  const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm_rows, stream.st.row_chunk, H * 2, b.next,
+                                smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
                                 watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
-  b.next += stream.st.lm;
   if (!__syncthreads_and(dots)) return false;
   b.trace.end(step, 0, kPhaseLmHead);
   const ArgmaxPartial best = block_argmax(partials[warp_id()], b.smem);
@@ -808,10 +874,12 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
                  block_stream(b, is_front, is_mlp),
                  sources,
                  p.lm_head,
+                 b.buf<uint2>(b.at.deferred),
                  H};
     b.stream->ring.init();
     mbar_init_fence();
   }
+  if (threadIdx.x < kThreads / 32 * kDeferred) b.buf<uint2>(b.at.deferred)[threadIdx.x] = make_uint2(~0u, 0);
   for (uint32_t layer = threadIdx.x; layer < L; layer += kThreads)
     set_sources(b, p.layers[layer], sources + layer * kPieces, is_front, is_mlp, mlp_first);
   cluster_sync();  // every peer's mbarriers exist before anything is pushed to them; the ring is set
@@ -824,6 +892,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   bool ok = true;
   for (uint32_t s = 0; s < l.steps && ok; ++s) {
     const uint32_t step = l.first_step + s, position = l.first_position + s, first_flag = l.flag_base + s * L;
+    release_deferred(stream, 0);  // the LM head's, while the token comes
     if (threadIdx.x == 0) {
       if (s == 0) s_token = load_data(&p.state->token);
       else ok = poll_token(p, l, step, first_flag, s_token);
@@ -853,6 +922,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
         if (is_front) stage_norm(Ly.in_norm, norm, H);
         ok = hop(b, hattn, h, mlp_words(flag - 1), p.mlp_gangs, flag - 1, w);
         if (!ok) break;
+        release_deferred(stream, is_front ? 0 : kRefillStaggerNs);  // an MLP-only block waits next
         b.trace.begin();
       }
       ok = __syncthreads_and(!is_front || front(b, Ly, layer, position, step, flag, o_words(flag)));
@@ -861,6 +931,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       Watch w = watch(p, l, Ly.o_proj_task, step, Ly.o_proj_counter, flag);
       if (is_mlp) stage_norm(Ly.post_norm, norm, H);
       ok = hop(b, h, hattn, o_words(flag), prm.n_kv_heads, flag, w);
+      if (ok) release_deferred(stream, is_mlp ? 0 : kRefillStaggerNs);  // a front-only block waits next
       b.trace.begin();
       if (ok && is_mlp) ok = __syncthreads_and(mlp(b, Ly, layer, b.cluster - mlp_first, step, flag, mlp_words(flag)));
     }
@@ -869,6 +940,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     Watch w = watch(p, l, p.layers[L - 1].mlp_task, step, p.layers[L - 1].mlp_counter, last);
     stage_norm(p.final_norm, norm, H);
     ok = hop(b, hattn, h, mlp_words(last), p.mlp_gangs, last, w);
+    if (ok) release_deferred(stream, 0);
     b.trace.begin();
     if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
   }
