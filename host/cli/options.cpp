@@ -130,7 +130,7 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
                         "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
                         "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
-                        "a longer one K then V in parts; 0 = 160 (the cluster program: 32, the rest of a block's shared "
+                        "a longer one K then V in parts; 0 = 160 (the cluster program: 64, the rest of a block's shared "
                         "memory being its weight ring), never more than the longest chunk needs");
   add_shared_kib_option(cmd, "--cuda-attn-score-kb", flags.cuda_attn_score_kb,
                         "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
