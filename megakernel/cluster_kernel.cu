@@ -78,7 +78,7 @@ struct StreamState {
 // Releases a warp holds back (defer_release), and how far apart a block with nothing to do
 // but wait issues them (release_deferred).
 constexpr uint32_t kDeferred = 2;
-constexpr uint32_t kRefillStaggerNs = 750;
+constexpr uint32_t kRefillStaggerNs = 500;
 
 // The block's mbarriers for what its cluster's peers push into its shared memory: q/k/v rows,
 // attention partials, down partials, and the hops' rows (two, by the hop's parity: a peer may
