@@ -48,7 +48,7 @@ constexpr uint32_t kAttnScoreBytes = 32 * 1024;
 constexpr uint32_t kAttnKVBytes = 160 * 1024;
 // The cluster program gives the rest of a block's shared memory to its weight ring, so its
 // attention stages less by default: 128 positions of K and V at head_dim 128 (qwen3-0.6b: 8
-// ring slots where 32 KB left 10; 1.3% faster at position 1024 and 3.4% at 4096, 0.5% slower at
+// ring slots where 32 KB left 10; 1.3% faster at position 1024 and 3.4% at 4096, 0.6% slower at
 // position 1: docs/JOURNAL.md, fortieth session), and one pass of scores for chunks of up to 2048
 // positions of a group of 2 q heads. At a context of 512 or less no chunk needs more than 32 KB.
 constexpr uint32_t kClusterAttnScoreBytes = 16 * 1024;

@@ -5,7 +5,8 @@
 // multiply-high, where each accessor dividing again cost the phases' paths (thirty-ninth
 // session). The last reader of a chunk starts the copy of the chunk `slots` places later into
 // the freed slot, so as many chunks are in flight or landed ahead of the readers as there are
-// slots, with no producer warp and no release on the path.
+// slots, with no producer warp and no release on the path. (The cluster kernel holds a release
+// back when the chunk `slots` later is read only after its next hop: release_deferred.)
 #pragma once
 #include <stdint.h>
 
