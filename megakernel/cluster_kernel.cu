@@ -753,7 +753,7 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch);
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
-  b.next += stream.st.lm;  // the step's last chunk: its refills wait for the next step's token poll
+  b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token poll
   const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm_rows, stream.st.row_chunk, H * 2, b.next,
                                 smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
                                 watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
