@@ -89,8 +89,8 @@ enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kHopBar, kExchangeBars = 
 // The program's buffers after attention's tile area, in bytes from the start of dynamic shared
 // memory (the tile area must start there: the attention helpers carve it from offset 0).
 struct Layout {
-  uint32_t h, hattn, xn, norm, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, deferred, tags,
-      released, bars, ring, end;
+  uint32_t h, hattn, xn, norm, heads, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, deferred,
+      tags, released, bars, ring, end;
 };
 __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
@@ -105,6 +105,7 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.hattn = take(H * 2);
   l.xn = take(H * 2);
   l.norm = take(H * 2);
+  l.heads = take((2 * D + p.rotary_dim) * 2);  // the q and k norms' weights, the position's RoPE row (stage_front)
   l.qkv = take((G + 2) * D * 2);
   l.attn_out = take(G * D * 2);
   l.act = take(64 * 2);
@@ -576,6 +577,20 @@ __device__ inline uint32_t held_from(const Block& b, uint32_t layer) {
   return layer + 1 < b.p.params.n_layers ? b.next + b.stream->st.per_layer : ~0u;
 }
 
+// A front block's inputs besides its weights, its cache and h, copied into shared memory before
+// the hop that precedes its layer, so that they land during it (norm_into's wait and barrier
+// publish them): the input norm's weights, the heads' norms' weights and, at a step's first
+// layer, the position's RoPE row. Its attention read the last two from global memory right after
+// the q/k/v exchange, where each load waited behind the block's bulk copies in flight (~0.9 us a
+// layer at position 1, ~1.2 more behind the K/V rows' staging at 1024; forty-first session).
+__device__ inline void stage_front(const Block& b, const ClusterLayer& L, const bf16* rope_row) {
+  bf16* heads = b.buf<bf16>(b.at.heads);
+  stage_norm(L.in_norm, b.buf<bf16>(b.at.norm), b.H);
+  stage_to_shared<Src::Resident>(L.q_norm, heads, b.D);
+  stage_to_shared<Src::Resident>(L.k_norm, heads + b.D, b.D);
+  if (rope_row) stage_to_shared<Src::Resident>(rope_row, heads + 2 * b.D, b.p.params.rotary_dim);
+}
+
 // The front gang's member: q, k, v rows, attention over its chunk, o_proj's piece of its head.
 __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, uint32_t position, uint32_t step,
                              uint32_t flag, unsigned long long* o_words) {
@@ -609,7 +624,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
   bf16* K = L.kv + size_t(g) * p.context * b.p.kv_stride;
   bf16* V = L.kv + size_t(p.n_kv_heads + g) * p.context * b.p.kv_stride;
-  const bf16* rope = b.p.rope + size_t(position) * b.p.rope_stride;
+  const bf16* heads = b.buf<bf16>(b.at.heads);  // stage_front's: q norm, k norm, RoPE row
   bf16* q = b.buf<bf16>(attn_q_offset());
   bf16* kv = b.buf<bf16>(attn_kv_offset(G, D, a.score_positions));
   bf16* kv_second = kv + size_t(a.kv_positions) * D;
@@ -623,7 +638,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
                  a.cache_stride, cached, D);
     for (uint32_t w = warp_id(); w < (appends ? G + 2 : G); w += kThreads / 32) {
       bf16* row = qkv + size_t(w) * D;  // q heads, then k, then v
-      if (w <= G) norm_rope_in_place(row, w < G ? L.q_norm : L.k_norm, rope, D, p.rotary_dim / 2, p.rms_eps, p.norm_kind);
+      if (w <= G)
+        norm_rope_in_place(row, heads + (w < G ? 0 : D), heads + 2 * D, D, p.rotary_dim / 2, p.rms_eps, p.norm_kind);
       if (w < G) continue;
       bf16* cache_row = (w == G ? K : V) + size_t(position) * a.cache_stride;
       for (uint32_t d = lane_id(); d < D; d += 32) cache_row[d] = row[d];
@@ -909,7 +925,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     }
     if (!__syncthreads_and(ok)) break;
     b.next = s * stream.st.per_step;
-    if (is_front) stage_norm(p.layers[0].in_norm, norm, H);
+    if (is_front) stage_front(b, p.layers[0], p.rope + size_t(position) * p.rope_stride);
     for (uint32_t k = threadIdx.x; k < H; k += kThreads)
       h[k] = load_bf16<Src::Weight>(p.embed + size_t(s_token) * p.embed_stride + k);
     __syncthreads();
@@ -920,7 +936,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       if (layer > 0) {
         const ClusterLayer& before = p.layers[layer - 1];
         Watch w = watch(p, l, before.mlp_task, step, before.mlp_counter, flag - 1);
-        if (is_front) stage_norm(Ly.in_norm, norm, H);
+        if (is_front) stage_front(b, Ly, nullptr);
         ok = hop(b, hattn, h, mlp_words(flag - 1), p.mlp_gangs, flag - 1, w);
         if (!ok) break;
         release_deferred(stream, is_front ? 0 : kRefillStaggerNs);  // an MLP-only block waits next
