@@ -89,8 +89,8 @@ enum Bars : uint32_t { kQkvBar, kPartialBar, kDownBar, kHopBar, kExchangeBars = 
 // The program's buffers after attention's tile area, in bytes from the start of dynamic shared
 // memory (the tile area must start there: the attention helpers carve it from offset 0).
 struct Layout {
-  uint32_t h, hattn, xn, norm, heads, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources, deferred,
-      tags, released, bars, ring, end;
+  uint32_t h, hattn, xn, norm, heads, qkv, attn_out, act, mine, recv, weights, down, partials, stream, sources,
+      deferred, tags, released, bars, ring, end;
 };
 __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
@@ -123,6 +123,12 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
   l.ring = at = (at + 127u) & ~127u;
   l.end = at + slots * kRingChunkBytes;
   return l;
+}
+// An MLP-only block's: it runs no attention, so its ring also takes attention's staging (with
+// 8 slots a front block's, its 12 chunks a layer did not fit, and its down chunks were copied
+// during its MLP; forty-first session).
+__host__ __device__ inline Layout mlp_only_layout(const SpGraphParams& p, uint32_t slots) {
+  return layout(p, 0, 0, slots);
 }
 
 // A wait's bound and what it reports when it outlives it. Its clock starts at the wait's 64th
@@ -827,8 +833,9 @@ __device__ inline bool poll_token(const ClusterProgram& p, const ClusterLaunch& 
   }
 }
 
-// The block's stream (one step's chunks, the launch's total) for its roles.
-__device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
+// The block's stream (one step's chunks, the launch's total) for its roles, through a ring of
+// `slots`.
+__device__ inline Stream block_stream(const Block& b, bool front, bool mlp, uint32_t slots) {
   const uint32_t H = b.H, P = b.p.mlp_piece;
   Stream st{};
   st.row_chunk = kRingChunkBytes / (H * 2);
@@ -850,7 +857,7 @@ __device__ inline Stream block_stream(const Block& b, bool front, bool mlp) {
   st.total = b.l.steps * st.per_step;
   st.by_step = FastDiv::of(st.per_step);
   st.by_layer = FastDiv::of(st.per_layer);
-  st.by_slots = FastDiv::of(b.l.ring_slots);
+  st.by_slots = FastDiv::of(slots);
   return st;
 }
 
@@ -878,17 +885,29 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   __shared__ uint32_t s_token;
   const SpGraphParams& prm = p.params;
   const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
-  Block b{p, l, smem, layout(prm, l.score_positions, l.kv_positions, l.ring_slots), blockIdx.x / kClusterRanks,
-          cluster_rank(), prm.n_heads / prm.n_kv_heads, prm.head_dim, H, {}, 0, 0};
-  const bool is_front = b.cluster < prm.n_kv_heads, is_mlp = b.cluster >= mlp_first;
+  const uint32_t cluster = blockIdx.x / kClusterRanks;
+  const bool is_front = cluster < prm.n_kv_heads, is_mlp = cluster >= mlp_first;
+  const uint32_t slots = is_front ? l.ring_slots : l.mlp_ring_slots;
+  Block b{p,
+          l,
+          smem,
+          is_front ? layout(prm, l.score_positions, l.kv_positions, slots) : mlp_only_layout(prm, slots),
+          cluster,
+          cluster_rank(),
+          prm.n_heads / prm.n_kv_heads,
+          prm.head_dim,
+          H,
+          {},
+          0,
+          0};
   b.stream = b.buf<StreamState>(b.at.stream);
   b.trace = {p.control->trace, p.control->step_base, L, 0, global_timer_ns()};
   const bf16** sources = b.buf<const bf16*>(b.at.sources);
   if (threadIdx.x == 0) {
     for (uint32_t i = 0; i < kExchangeBars; ++i) mbar_init(b.bar(i), 1);
     *b.stream = {{smem + b.at.ring, smem_address(smem + b.at.ring), b.bar(kExchangeBars), b.buf<uint32_t>(b.at.tags),
-                  b.buf<uint32_t>(b.at.released), l.ring_slots},
-                 block_stream(b, is_front, is_mlp),
+                  b.buf<uint32_t>(b.at.released), slots},
+                 block_stream(b, is_front, is_mlp, slots),
                  sources,
                  p.lm_head,
                  b.buf<uint2>(b.at.deferred),
@@ -974,7 +993,10 @@ ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions
   const size_t dynamic_limit = limit > kernel.sharedSizeBytes ? limit - kernel.sharedSizeBytes : 0;
   uint32_t slots = 0;
   while (layout(p, score_positions, kv_positions, slots + 1).end <= dynamic_limit) ++slots;
-  return {layout(p, score_positions, kv_positions, slots).end, slots};
+  const uint32_t bytes = layout(p, score_positions, kv_positions, slots).end;
+  uint32_t mlp_slots = slots;
+  while (mlp_only_layout(p, mlp_slots + 1).end <= bytes) ++mlp_slots;
+  return {bytes, slots, mlp_slots};
 }
 
 namespace {

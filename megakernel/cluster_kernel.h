@@ -19,15 +19,16 @@ struct ClusterLaunch {
   uint32_t clusters;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t score_positions, kv_positions;  // attention's shared memory (tile_layout.h)
-  uint32_t ring_slots;                     // the weight ring's 16-KB slots (weight_ring.cuh)
+  uint32_t ring_slots;                     // a block's weight ring's 16-KB slots (weight_ring.cuh)
+  uint32_t mlp_ring_slots;                 // an MLP-only block's, whose ring also takes attention's area
 };
 
 // The launch's dynamic shared memory: attention's tile area, the program's buffers, then as
 // many weight ring slots as fit beside the kernel's static shared memory within `limit` bytes
-// (a block's).
+// (a block's); and the slots an MLP-only block's ring has in the same bytes.
 struct ClusterSmem {
   size_t bytes;
-  uint32_t ring_slots;
+  uint32_t ring_slots, mlp_ring_slots;
 };
 ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions,
                                 size_t limit);

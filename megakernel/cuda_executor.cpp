@@ -377,6 +377,7 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
                 std::to_string(smem_limit) + " bytes; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
   cluster_smem_ = smem.bytes;
   ring_slots_ = smem.ring_slots;
+  mlp_ring_slots_ = smem.mlp_ring_slots;
   const uint32_t needed = std::max(p.n_kv_heads, plan.program.mlp_gangs);  // a kv head, an MLP gang a cluster
   const uint32_t clusters = cuda::cluster_kernel_max_clusters(cluster_smem_);
   const uint32_t wanted = opt_.workers ? opt_.workers / cuda::kClusterRanks : clusters;
@@ -435,6 +436,7 @@ void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positio
     launch.score_positions = score_positions;
     launch.kv_positions = kv_positions;
     launch.ring_slots = ring_slots_;
+    launch.mlp_ring_slots = mlp_ring_slots_;
     cuda::launch_cluster_kernel(d.program, launch, cluster_smem_, d.stream.get());
     d.cluster_flag += launch.steps * L;
   }
@@ -453,7 +455,8 @@ std::string CudaExecutor::describe() const {
   if (opt_.megakernel.cluster_program)
     return "cuda megakernel, cluster program (" + std::to_string(clusters_) + " clusters of " +
            std::to_string(cuda::kClusterRanks) + " blocks x 256 threads, weight ring of " + std::to_string(ring_slots_) +
-           " x " + std::to_string(cuda::kRingChunkBytes >> 10) + " KiB)" + on;
+           " x " + std::to_string(cuda::kRingChunkBytes >> 10) + " KiB, an MLP-only block's " +
+           std::to_string(mlp_ring_slots_) + ")" + on;
   const MegakernelTuning& t = opt_.megakernel;
   std::string knobs;
   if (t.blocks_per_sm != 1) knobs += ", " + std::to_string(t.blocks_per_sm) + " blocks/SM";

@@ -53,9 +53,10 @@ class CudaExecutor final : public Executor {
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task
   bool broken_ = false;
-  uint32_t clusters_ = 0;     // the cluster program's clusters of 8 blocks (0: not that program)
-  size_t cluster_smem_ = 0;   // its dynamic shared memory a block
-  uint32_t ring_slots_ = 0;   // its weight ring's slots
+  uint32_t clusters_ = 0;        // the cluster program's clusters of 8 blocks (0: not that program)
+  size_t cluster_smem_ = 0;      // its dynamic shared memory a block
+  uint32_t ring_slots_ = 0;      // its weight ring's slots
+  uint32_t mlp_ring_slots_ = 0;  // an MLP-only block's
   std::vector<uint32_t> cluster_trace_tasks_;  // the graph task of each of a step's trace records
 };
 
