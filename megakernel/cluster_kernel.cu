@@ -173,9 +173,11 @@ __device__ __forceinline__ ulonglong2 load_word_pair(const unsigned long long* a
 __device__ __forceinline__ bool carries(unsigned long long word, uint32_t flag) { return uint32_t(word >> 32) == flag; }
 __device__ __forceinline__ float word_value(unsigned long long word) { return __uint_as_float(uint32_t(word)); }
 
-// Waits, by warp 0, until the word at `words` carries `flag` in each of the n pieces (piece s's
-// at words + s * H), the first of one writer's share of rows in each: the block then reads rows
-// that have most likely landed, rather than every thread polling the L2 while the writers work.
+// Waits, by warp 0, until the word at `words` carries `flag` in all but one of the n pieces
+// (piece s's at words + s * H), the first of one writer's share of rows in each: the block then
+// reads rows that have most likely landed, rather than every thread polling the L2 while the
+// writers work, and polls the last writer's words itself, so that they are read in the round
+// trip that sees them (waiting for every writer here put a second round trip on the hop's path).
 // Warp 0's answer.
 __device__ inline bool await_writers(const unsigned long long* words, uint32_t H, uint32_t n, uint32_t flag, Watch& w) {
   static_assert(kMaxPieces <= 32, "a lane a piece");
@@ -183,7 +185,7 @@ __device__ inline bool await_writers(const unsigned long long* words, uint32_t H
   unsigned long long v = at ? load_word(at) : 0;
   for (;;) {
     const bool mine = !at || carries(v, flag);
-    if (__all_sync(~0u, mine)) return true;
+    if (__popc(__ballot_sync(~0u, !mine)) <= 1) return true;
     if (!mine) v = load_word(at);
     if (__any_sync(~0u, !w.ok())) return false;
   }
