@@ -19,7 +19,7 @@ struct ClusterLaunch {
   uint32_t clusters;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t score_positions, kv_positions;  // attention's shared memory (tile_layout.h)
-  uint32_t ring_slots;                     // a block's weight ring's 16-KB slots (weight_ring.cuh)
+  uint32_t ring_slots;                     // a front block's weight ring's 16-KB slots (weight_ring.cuh)
   uint32_t mlp_ring_slots;                 // an MLP-only block's, whose ring also takes attention's area
 };
 
