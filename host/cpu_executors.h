@@ -19,9 +19,17 @@ class CpuExecutor : public Executor {
  protected:
   CpuExecutor(const Graph& g, const ModelWeights& w);
   TileContext tile_context();
+  // A trace record's time: ns since the executor was made, one clock across all its runs.
+  uint64_t trace_ns() const {
+    using std::chrono::steady_clock, std::chrono::nanoseconds, std::chrono::duration_cast;
+    return uint64_t(duration_cast<nanoseconds>(steady_clock::now() - epoch_).count());
+  }
 
   std::vector<std::vector<uint8_t>> owned_;  // WORK, KV, CONST
   std::vector<uint8_t*> arena_base_;         // every arena, by SpArena / weight arena id
+
+ private:
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
 };
 
 // Runs every task in the graph's topological order on the calling thread. Acc = double is
@@ -53,7 +61,6 @@ class ThreadedExecutor final : public CpuExecutor {
   std::atomic<uint64_t> ticket_{0};
   std::atomic<bool> abort_{false};
   bool broken_ = false;
-  std::chrono::steady_clock::time_point epoch_;
 };
 
 }  // namespace spindle

@@ -1,5 +1,3 @@
-#include <chrono>
-
 #include "host/cpu_executors.h"
 #include "ops/run_task.h"
 
@@ -8,15 +6,11 @@ namespace spindle {
 template <class Acc>
 void SequentialExecutor<Acc>::run_steps(uint32_t steps) {
   const TileContext ctx = tile_context();
-  const auto epoch = std::chrono::steady_clock::now();
-  auto now_ns = [&] {
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count());
-  };
   for (uint32_t s = 0; s < steps; ++s, ++steps_done_)
     for (uint32_t i = 0; i < graph_.tasks.size(); ++i) {
-      const uint64_t t0 = tracing_ ? now_ns() : 0;
+      const uint64_t t0 = tracing_ ? trace_ns() : 0;
       run_task<Acc>(graph_.tasks[i], ctx);
-      if (tracing_) trace_.push_back({steps_done_, i, 0, t0, now_ns(), 0});
+      if (tracing_) trace_.push_back({steps_done_, i, 0, t0, trace_ns(), 0});
     }
 }
 

@@ -22,8 +22,7 @@ ThreadedExecutor::ThreadedExecutor(const Graph& g, const ModelWeights& w, const 
     : CpuExecutor(g, w),
       opt_(opt),
       workers_(resolve_workers(opt.workers)),
-      counters_(new std::atomic<uint32_t>[g.num_counters()]),
-      epoch_(std::chrono::steady_clock::now()) {
+      counters_(new std::atomic<uint32_t>[g.num_counters()]) {
   for (uint32_t c = 0; c < g.num_counters(); ++c) counters_[c].store(0, std::memory_order_relaxed);
   if (opt.schedule == ScheduleKind::Static) lists_ = static_lists(g, workers_);
 }
@@ -59,15 +58,12 @@ void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t s
 
 void ThreadedExecutor::run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace) {
   const SpTask& t = graph_.tasks[task_index];
-  auto now_ns = [&] {
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count());
-  };
-  const uint64_t t0 = tracing_ ? now_ns() : 0;
+  const uint64_t t0 = tracing_ ? trace_ns() : 0;
   wait_for(t, task_index, step);
-  const uint64_t t1 = tracing_ ? now_ns() : 0;
+  const uint64_t t1 = tracing_ ? trace_ns() : 0;
   run_task<float>(t, tile_context());
   counters_[t.signal_counter].fetch_add(1, std::memory_order_release);
-  if (tracing_) trace.push_back({step, task_index, id, t1, now_ns(), t1 - t0});
+  if (tracing_) trace.push_back({step, task_index, id, t1, trace_ns(), t1 - t0});
 }
 
 void ThreadedExecutor::worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace) {

@@ -56,3 +56,16 @@ TEST_CASE("tracing records every task of every step once") {
   }
   CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
 }
+
+TEST_CASE("a sequential trace times all its runs on one clock: each task starts after the one before ended") {
+  const TinyModel& m = tiny_model();
+  auto ex = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
+  ex->set_tracing(true);
+  decode(*ex, m.graph, {1, 2}, 2, {});  // more than one run: the prompt's steps, then the new tokens'
+  const auto& tr = ex->trace();
+  REQUIRE(tr.size() == 3 * m.graph.tasks.size());
+  for (size_t i = 1; i < tr.size(); ++i) {
+    CAPTURE(i);
+    CHECK(tr[i].start_ns >= tr[i - 1].end_ns);
+  }
+}
