@@ -12,7 +12,8 @@
 #   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
 #   SPINDLE_VARIANT_ROUNDS=N    bench the variants in turn N times (default 1), A B A B…, so a
 #                               drift during the call shows as a drift, not as a difference
-#   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps, CSV, in traces.tar),
+#   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps at a context of 128, so
+#                               that --attn-chunks 8 fits, CSV, in traces.tar),
 #                               with the bench options that shape the executor and the graph
 #   SPINDLE_VARIANT_PROFILE="…" variants profiled by Nsight Compute on the first model: warp
 #                               states and source counters of one launch of the bench options'
@@ -74,7 +75,7 @@ traces=()
 for name in ${SPINDLE_VARIANT_TRACE:-}; do
   for model in ${SPINDLE_VARIANT_MODELS:-qwen3-0.6b qwen3-8b}; do
     csv=trace-$name-$model.csv
-    "build-var/$name/host/spindle" trace export --model "synthetic:$model" -e cuda -p 1,2 -n 2 -o /tmp/trace.json \
+    "build-var/$name/host/spindle" trace export --model "synthetic:$model" -e cuda -p 1,2 -n 2 --context 128 -o /tmp/trace.json \
       --csv "build-var/$csv" "${executor_opts[@]}" >>"$logs/bench.log" 2>&1 && gzip -f "build-var/$csv" &&
       traces+=("$csv.gz")
   done
