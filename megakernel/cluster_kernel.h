@@ -32,6 +32,9 @@ struct ClusterSmem {
 };
 ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions,
                                 size_t limit);
+// The slots of both rings in `bytes` (cluster_kernel_smem's) when attention's tile area is sized
+// for score_positions and kv_positions: a launch whose positions are all short needs less of it.
+ClusterSmem cluster_ring_slots(const SpGraphParams& p, uint32_t score_positions, uint32_t kv_positions, size_t bytes);
 
 // Clusters of 8 that can be co-resident with `smem` bytes of dynamic shared memory a block.
 uint32_t cluster_kernel_max_clusters(size_t smem);
