@@ -13,6 +13,7 @@
 #include "host/decode.h"
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
+#include "megakernel/cluster_kernel.h"
 #include "megakernel/cuda_executor.h"
 #include "tests/executors_fixture.h"
 
@@ -73,6 +74,27 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
       CudaExecutor expect_ex(g, qwen06b_weights(), per_op), got_ex(g, qwen06b_weights(), cluster);
       check_same(decode_from(got_ex, g, prompt, 3, start), decode_from(expect_ex, g, prompt, 3, start));
     }
+}
+
+TEST_CASE("a launch at short positions gives the front blocks' rings the attention area it does not use") {
+  // At context 4096 a chunk is 512 positions, whose score block and 128 positions of K/V staging
+  // (the default 64 KiB) leave a front block fewer slots than an MLP-only block has. A launch
+  // whose positions all lie below 8 has chunks of one position (a score block of 16).
+  const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster, 4096);
+  const uint32_t chunk = (g.params.context + 7) / 8, staged = (64u << 10) / (4 * g.params.head_dim);
+  int device = 0, limit = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess);
+  const cuda::ClusterSmem graph = cuda::cluster_kernel_smem(g.params, chunk, staged, size_t(limit));
+  const cuda::ClusterSmem short_launch = cuda::cluster_ring_slots(g.params, 16, 1, graph.bytes);
+  CHECK(graph.ring_slots < graph.mlp_ring_slots);
+  CHECK(short_launch.ring_slots > graph.ring_slots);
+  CHECK(short_launch.ring_slots <= graph.mlp_ring_slots + 1);  // at most the MLP-only layout's room
+  CHECK(short_launch.mlp_ring_slots == graph.mlp_ring_slots);
+  CHECK(cuda::cluster_ring_slots(g.params, chunk, staged, graph.bytes).ring_slots == graph.ring_slots);
+  CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  CHECK(ex.describe().find("weight ring of " + std::to_string(graph.ring_slots) + "-" +
+                           std::to_string(short_launch.ring_slots) + " x 16 KiB") != std::string::npos);
 }
 
 TEST_CASE("the cluster program refuses a graph not built for it, too few clusters and too small a ring, saying why") {
