@@ -437,16 +437,16 @@ __device__ __noinline__ void release_deferred(const StreamState& s, uint32_t sta
 }
 
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
-// chunk (the last may hold fewer): chunks w, w + 8, … whole when there are at least 8 of them,
-// else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
+// chunk (the last may hold fewer), `chunks` chunks (the stream's count of the piece: a division
+// here was on every phase's path, ~0.06 us; forty-second session): chunks w, w + 8, … whole
+// when there are at least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
 // once the chunk has landed; then the warp releases it, and its last reader fills the slot
 // again: at once when the refill is a chunk before `later`, else at the warp's next
 // release_deferred (defer_release). False: a wait failed.
 template <class F>
-__device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
-                                     uint32_t row_bytes, uint32_t later, Watch& w, F f) {
+__device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t chunks, uint32_t rows,
+                                     uint32_t per_chunk, uint32_t row_bytes, uint32_t later, Watch& w, F f) {
   constexpr uint32_t kWarps = kThreads / 32;
-  const uint32_t chunks = (rows + per_chunk - 1) / per_chunk;
   if (!chunks) return true;
   // share = kWarps / chunks (8, 4, 2 or 1) as a shift, and a chunk's slot by a multiply-high:
   // each division here was on the phase's path (thirty-ninth session)
@@ -487,18 +487,18 @@ struct DotsOut {
   ArgmaxPartial* partials;
 };
 
-// The dots of `rows` rows streamed from chunk `first` (per_chunk rows a chunk, row_bytes apart;
+// The dots of `rows` rows streamed from chunk `first` (`chunks` chunks of per_chunk rows, row_bytes apart;
 // refills of chunk `later` on held back, as for_warp_rows says) with x (shared address, K
 // elements, a multiple of kDotBlock), 8 rows a round, into `out`; the
 // round's 8 butterflies share their shuffles (warp_butterfly_rows8: 9 where they took 40, which
 // was a third of an o_proj round's instructions). Every projection of the program goes through
 // this one copy. False: a wait failed.
-__device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t rows, uint32_t per_chunk,
-                                         uint32_t row_bytes, uint32_t later, uint32_t x, uint32_t K, DotsOut out,
-                                         Watch w) {
+__device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t chunks, uint32_t rows,
+                                         uint32_t per_chunk, uint32_t row_bytes, uint32_t later, uint32_t x, uint32_t K,
+                                         DotsOut out, Watch w) {
   constexpr uint32_t R = 8;
   ArgmaxPartial best = argmax_none(out.first);
-  const bool ok = for_warp_rows(s, first, rows, per_chunk, row_bytes, later, w,
+  const bool ok = for_warp_rows(s, first, chunks, rows, per_chunk, row_bytes, later, w,
                                 [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
     for (uint32_t g = 0; g < count; g += R) {
       uint32_t a[R];
@@ -581,6 +581,15 @@ __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t 
   __syncthreads();
 }
 
+// Attention's block path (chunks longer than the warps take) in a function of its own, so that
+// its code does not change with the register allocation of the rest of the kernel: inlined, a
+// change to the dots' code made it 3% slower at position 4096 (forty-second session). The
+// kernel's spills went from 56 bytes to none.
+__device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange range,
+                                            float* partial, uint32_t ps, uint8_t* smem) {
+  attn_chunk_partials(a, K, V, range, [&](uint32_t j) { return partial + j * ps; }, smem);
+}
+
 // The first chunk whose refill the phase of `layer` starting at the block's next chunk holds
 // back (for_warp_rows): the block's next layer's chunks of the same role, which it reads after
 // the hop that follows at the earliest, so release_deferred issues them after that hop. None in
@@ -622,7 +631,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
-  const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, rows, b.stream->st.row_chunk, H * 2, later,
+  const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, b.stream->st.qkv, rows, b.stream->st.row_chunk, H * 2, later,
                                 smem_address(xn), H, {DotsOut::kBf16, mine},
                                 watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
@@ -674,7 +683,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
           if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
       }
     } else {
-      attn_chunk_partials(a, K, V, range, [&](uint32_t j) { return partial + j * ps; }, b.smem);
+      chunk_partials(a, K, V, range, partial, ps, b.smem);
     }
     __syncthreads();
     for (uint32_t j = 0; j < G; ++j)
@@ -697,7 +706,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   const uint32_t o_rows = H / kClusterRanks, o_bytes = G * D * 2;
   const uint32_t first = b.next;
   b.next += b.stream->st.o;
-  return stream_dots(*b.stream, first, o_rows, kRingChunkBytes / o_bytes, o_bytes, later, smem_address(out), G * D,
+  return stream_dots(*b.stream, first, b.stream->st.o, o_rows, kRingChunkBytes / o_bytes, o_bytes, later, smem_address(out), G * D,
                      {DotsOut::kWords, o_words + size_t(g) * H + r * o_rows, flag},
                      watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0));
 }
@@ -716,7 +725,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
   const StreamState& s = *b.stream;
   const uint32_t after = held_from(b, layer);
-  const bool dots = stream_dots(s, b.next, 2 * P, s.st.row_chunk, H * 2, after, smem_address(xn), H,
+  const bool dots = stream_dots(s, b.next, 2 * s.st.gate, 2 * P, s.st.row_chunk, H * 2, after, smem_address(xn), H,
                                 {DotsOut::kFloats, scratch + 8}, watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0));
   b.next += 2 * s.st.gate;
   if (!__syncthreads_and(dots)) return false;
@@ -736,7 +745,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   unpack_bf16x8(*reinterpret_cast<const uint4*>(act + column * kDotVec), a);
   float* recv = b.buf<float>(b.at.down);  // [rank][share]
   Watch w = watch(b.p, b.l, L.mlp_task, step, SP_NO_COUNTER, 0);
-  bool ok = for_warp_rows(s, b.next, H, kRingChunkBytes / (P * 2), P * 2, after, w,
+  bool ok = for_warp_rows(s, b.next, s.st.down, H, kRingChunkBytes / (P * 2), P * 2, after, w,
                           [&](const uint8_t*, uint32_t at, uint32_t i0, uint32_t count) {
     // Every group runs the same rounds (the shuffles need the whole warp); count is a multiple
     // of 4, and a group past it reads the last 4 rows again and pushes nothing.
@@ -790,7 +799,7 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
   b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token poll
-  const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm_rows, stream.st.row_chunk, H * 2, b.next,
+  const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm, stream.st.lm_rows, stream.st.row_chunk, H * 2, b.next,
                                 smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
                                 watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;

@@ -49,8 +49,13 @@ struct WeightRing {
   // Whether `chunk` has landed in its slot, whose mbarrier phase it completes has `parity`. The
   // tag first: the parity alone cannot tell `chunk` from the chunk two fills before it, which a
   // reader running ahead could otherwise see.
+  // The tag by a shared load: through the generic address a volatile load is a system-scope one
+  // (LD.E.STRONG.SYS), which made the check, nearly always true at once, a quarter of the dots'
+  // time (forty-second session, Nsight Compute).
   __device__ bool landed(uint32_t chunk, uint32_t slot, uint32_t parity) const {
-    return *reinterpret_cast<const volatile uint32_t*>(tag + slot) == chunk && mbar_test_wait(bar(slot), parity);
+    uint32_t t;
+    asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(t) : "r"(smem_address(tag + slot)) : "memory");
+    return t == chunk && mbar_test_wait(bar(slot), parity);
   }
 
   // Waits for the copies a failed run left in flight (each slot's last fill): a block must not
@@ -68,10 +73,13 @@ struct WeightRing {
   // reads): true for the last, which then fills the slot again. No fence: a fence or release
   // here would wait for the block's bulk copies in flight (docs/two-hop-layer.md), and the reads
   // it orders have returned their values, which the warp used before it got here.
+  // Shared-memory atomics and stores by address (a generic atomic on shared memory is slower).
   __device__ bool release(uint32_t slot, uint32_t readers) const {
-    uint32_t* r = released + slot;
-    if (atomicAdd(r, 1u) + 1u != readers) return false;
-    *r = 0;
+    const uint32_t r = smem_address(released + slot);
+    uint32_t before;
+    asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(r) : "memory");
+    if (before + 1u != readers) return false;
+    asm volatile("st.shared.u32 [%0], 0;" ::"r"(r) : "memory");
     return true;
   }
 };
