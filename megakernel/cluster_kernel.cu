@@ -437,10 +437,10 @@ __device__ __noinline__ void release_deferred(const StreamState& s, uint32_t sta
 }
 
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
-// chunk (the last may hold fewer), `chunks` chunks (the stream's count of the piece: a division
-// here was on every phase's path, ~0.06 us; forty-second session): chunks w, w + 8, … whole
-// when there are at least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address, first row, rows)
-// once the chunk has landed; then the warp releases it, and its last reader fills the slot
+// chunk (the last may hold fewer), `chunks` chunks (the stream's count of the piece, so that no
+// phase divides to find it; forty-second session): chunks w, w + 8, … whole when there are at
+// least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address,
+// first row, rows) once the chunk has landed; then the warp releases it, and its last reader fills the slot
 // again: at once when the refill is a chunk before `later`, else at the warp's next
 // release_deferred (defer_release). False: a wait failed.
 template <class F>
@@ -487,10 +487,10 @@ struct DotsOut {
   ArgmaxPartial* partials;
 };
 
-// The dots of `rows` rows streamed from chunk `first` (`chunks` chunks of per_chunk rows, row_bytes apart;
-// refills of chunk `later` on held back, as for_warp_rows says) with x (shared address, K
-// elements, a multiple of kDotBlock), 8 rows a round, into `out`; the
-// round's 8 butterflies share their shuffles (warp_butterfly_rows8: 9 where they took 40, which
+// The dots of `rows` rows streamed from chunk `first` (`chunks` chunks of per_chunk rows,
+// row_bytes apart; refills of chunk `later` on held back, as for_warp_rows says) with x (shared
+// address, K elements, a multiple of kDotBlock), 8 rows a round, into `out`; the round's 8
+// butterflies share their shuffles (warp_butterfly_rows8: 9 where they took 40, which
 // was a third of an o_proj round's instructions). Every projection of the program goes through
 // this one copy. False: a wait failed.
 __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, uint32_t chunks, uint32_t rows,
@@ -631,8 +631,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
-  const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, b.stream->st.qkv, rows, b.stream->st.row_chunk, H * 2, later,
-                                smem_address(xn), H, {DotsOut::kBf16, mine},
+  const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, b.stream->st.qkv, rows, b.stream->st.row_chunk,
+                                H * 2, later, smem_address(xn), H, {DotsOut::kBf16, mine},
                                 watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
@@ -706,8 +706,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   const uint32_t o_rows = H / kClusterRanks, o_bytes = G * D * 2;
   const uint32_t first = b.next;
   b.next += b.stream->st.o;
-  return stream_dots(*b.stream, first, b.stream->st.o, o_rows, kRingChunkBytes / o_bytes, o_bytes, later, smem_address(out), G * D,
-                     {DotsOut::kWords, o_words + size_t(g) * H + r * o_rows, flag},
+  return stream_dots(*b.stream, first, b.stream->st.o, o_rows, kRingChunkBytes / o_bytes, o_bytes, later,
+                     smem_address(out), G * D, {DotsOut::kWords, o_words + size_t(g) * H + r * o_rows, flag},
                      watch(b.p, b.l, L.o_proj_task, step, SP_NO_COUNTER, 0));
 }
 
@@ -799,8 +799,8 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
   b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token poll
-  const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm, stream.st.lm_rows, stream.st.row_chunk, H * 2, b.next,
-                                smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
+  const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm, stream.st.lm_rows, stream.st.row_chunk,
+                                H * 2, b.next, smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
                                 watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
   b.trace.end(step, 0, kPhaseLmHead);

@@ -469,11 +469,12 @@ std::string CudaExecutor::describe() const {
     // The front blocks' rings at the graph's context, and in a launch whose positions are all short.
     const uint32_t short_slots =
         cuda::cluster_ring_slots(graph_.params, cluster_score_positions(1), 1, cluster_smem_).ring_slots;
+    const std::string slots =
+        std::to_string(ring_slots_) + (short_slots > ring_slots_ ? "-" + std::to_string(short_slots) : "");
     return "cuda megakernel, cluster program (" + std::to_string(clusters_) + " clusters of " +
-           std::to_string(cuda::kClusterRanks) + " blocks x 256 threads, weight ring of " + std::to_string(ring_slots_) +
-           (short_slots > ring_slots_ ? "-" + std::to_string(short_slots) : "") + " x " +
-           std::to_string(cuda::kRingChunkBytes >> 10) + " KiB, an MLP-only block's " + std::to_string(mlp_ring_slots_) +
-           ")" + on;
+           std::to_string(cuda::kClusterRanks) + " blocks x 256 threads, weight ring of " + slots + " x " +
+           std::to_string(cuda::kRingChunkBytes >> 10) + " KiB, an MLP-only block's " +
+           std::to_string(mlp_ring_slots_) + ")" + on;
   }
   const MegakernelTuning& t = opt_.megakernel;
   std::string knobs;

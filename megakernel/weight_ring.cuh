@@ -48,10 +48,10 @@ struct WeightRing {
 
   // Whether `chunk` has landed in its slot, whose mbarrier phase it completes has `parity`. The
   // tag first: the parity alone cannot tell `chunk` from the chunk two fills before it, which a
-  // reader running ahead could otherwise see.
-  // The tag by a shared load: through the generic address a volatile load is a system-scope one
-  // (LD.E.STRONG.SYS), which made the check, nearly always true at once, a quarter of the dots'
-  // time (forty-second session, Nsight Compute).
+  // reader running ahead could otherwise see. The tag by a shared load: through the generic
+  // address a volatile load is a system-scope one (LD.E.STRONG.SYS), which made the check, nearly
+  // always true at once, a quarter of `stream_dots`' warp samples (forty-second session, Nsight
+  // Compute).
   __device__ bool landed(uint32_t chunk, uint32_t slot, uint32_t parity) const {
     uint32_t t;
     asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(t) : "r"(smem_address(tag + slot)) : "memory");
