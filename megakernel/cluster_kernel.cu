@@ -440,9 +440,9 @@ __device__ __noinline__ void release_deferred(const StreamState& s, uint32_t sta
 // chunk (the last may hold fewer), `chunks` chunks (the stream's count of the piece, so that no
 // phase divides to find it; forty-second session): chunks w, w + 8, … whole when there are at
 // least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address,
-// first row, rows) once the chunk has landed; then the warp releases it, and its last reader fills the slot
-// again: at once when the refill is a chunk before `later`, else at the warp's next
-// release_deferred (defer_release). False: a wait failed.
+// first row, rows) once the chunk has landed; then the warp releases it, and its last reader
+// fills the slot again: at once when the refill is a chunk before `later`, else at the warp's
+// next release_deferred (defer_release). False: a wait failed.
 template <class F>
 __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t chunks, uint32_t rows,
                                      uint32_t per_chunk, uint32_t row_bytes, uint32_t later, Watch& w, F f) {

@@ -15,6 +15,7 @@
 #include "host/model_weights.h"
 #include "megakernel/cluster_kernel.h"
 #include "megakernel/cuda_executor.h"
+#include "ops/attention.h"
 #include "tests/executors_fixture.h"
 
 using namespace spindle;
@@ -81,7 +82,7 @@ TEST_CASE("a launch at short positions gives the front blocks' rings the attenti
   // (the default 64 KiB) leave a front block fewer slots than an MLP-only block has. A launch
   // whose positions all lie below 8 has chunks of one position (a score block of 16).
   const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster, 4096);
-  const uint32_t chunk = (g.params.context + 7) / 8, staged = (64u << 10) / (4 * g.params.head_dim);
+  const uint32_t chunk = chunk_size(g.params.context, 8), staged = (64u << 10) / (4 * g.params.head_dim);
   int device = 0, limit = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess);
