@@ -226,6 +226,8 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
   return true;
 }
 
+__device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp);  // below, with release_deferred
+
 // Starts copying a norm's H weights into the block's norm buffer, where the next norm_into reads
 // them: called before a hop's wait, so the copy lands during it.
 __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
@@ -236,8 +238,11 @@ __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
 // the block. The kernel's code is kept to one copy of each phase's (__noinline__ here and
 // below): every layer runs all of it, and straight-line code past ~128 KB runs slower (the
 // fourteenth session); 265 → 204 KB of text made a token 16% faster (thirty-seventh session).
+// While warp 0 sums the squares, the other warps issue the refills every warp held back
+// (`refill`'s queues; warp 1 takes warp 0's): issued just before the norm, on one lane of each
+// warp, they took ~0.3 us of the phase's path (forty-third session's marks).
 __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, uint32_t H, float eps, uint32_t kind,
-                                       float* scratch) {
+                                       float* scratch, const StreamState& refill) {
   cp_async_wait_all();  // this thread's part of w: the barrier below makes all of it visible
   if (warp_id() == 0) {
     const uint32_t at[1] = {smem_address(x)};
@@ -245,6 +250,9 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
     warp_dot_rows_shared<1>(at, at[0], H, sum);  // H is a multiple of kSharedDotSpan (cluster_program_problem)
     const float inv = rms_inverse<float>(sum[0], H, eps);
     if (lane_id() == 0) scratch[0] = inv;
+  } else if (lane_id() == 0) {
+    release_queue(refill, warp_id());
+    if (warp_id() == 1) release_queue(refill, 0);
   }
   __syncthreads();
   const float inv = scratch[0];
@@ -402,8 +410,8 @@ __device__ inline void release_chunk(const StreamState& s, uint32_t j, uint32_t 
   if (s.ring.release(s.st.by_slots.mod(j), readers)) fill_chunk(s, j + s.ring.slots);
 }
 
-// Lane 0: release_chunk later, at the warp's next release_deferred (the oldest now when the
-// warp already holds kDeferred back). A refill issued at once lies on its phase's path, just
+// Lane 0: release_chunk later, when the warp's queue is next released (release_queue; the
+// oldest now when the warp already holds kDeferred back). A refill issued at once lies on its phase's path, just
 // before the block's barrier, and its copy lands while the next hop's round trips wait on the
 // memory system (fortieth session: an MLP-only block's MLP 7.0 -> 5.5 us without them).
 __device__ inline void defer_release(const StreamState& s, uint32_t j, uint32_t readers) {
@@ -421,19 +429,24 @@ __device__ inline void defer_release(const StreamState& s, uint32_t j, uint32_t 
     }
 }
 
-// The releases each warp held back (defer_release), in order; called by every thread where none
-// of the chunks they refill has been read yet: after a hop, and before the token's poll. With
-// `stagger` (ns), warp w first sleeps w * stagger: a block that only waits next spreads its
-// copies over the wait, where issued all at once they slowed the other blocks' phases.
-__device__ __noinline__ void release_deferred(const StreamState& s, uint32_t stagger) {
-  if (lane_id() != 0) return;
-  uint2* q = s.deferred + warp_id() * kDeferred;
-  if (stagger && q[0].x != ~0u) __nanosleep(warp_id() * stagger);
+// The releases warp `warp` held back (defer_release), in order, by one lane: where none of the
+// chunks they refill has been read yet (after a hop: in the next norm, or release_deferred).
+__device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp) {
+  uint2* q = s.deferred + warp * kDeferred;
   for (uint32_t i = 0; i < kDeferred; ++i)
     if (q[i].x != ~0u) {
       release_chunk(s, q[i].x, q[i].y);
       q[i].x = ~0u;
     }
+}
+// Each warp's own held-back releases, by every thread, where the block waits next: after a hop
+// that no phase of the block follows, and before the token's poll. With `stagger` (ns), warp w
+// first sleeps w * stagger: a block that only waits spreads its copies over the wait, where
+// issued all at once they slowed the other blocks' phases.
+__device__ __noinline__ void release_deferred(const StreamState& s, uint32_t stagger) {
+  if (lane_id() != 0) return;
+  if (stagger && s.deferred[warp_id() * kDeferred].x != ~0u) __nanosleep(warp_id() * stagger);
+  release_queue(s, warp_id());
 }
 
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
@@ -441,8 +454,8 @@ __device__ __noinline__ void release_deferred(const StreamState& s, uint32_t sta
 // phase divides to find it; forty-second session): chunks w, w + 8, … whole when there are at
 // least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address,
 // first row, rows) once the chunk has landed; then the warp releases it, and its last reader
-// fills the slot again: at once when the refill is a chunk before `later`, else at the warp's
-// next release_deferred (defer_release). False: a wait failed.
+// fills the slot again: at once when the refill is a chunk before `later`, else when the warp's
+// held-back releases are next issued (defer_release). False: a wait failed.
 template <class F>
 __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint32_t chunks, uint32_t rows,
                                      uint32_t per_chunk, uint32_t row_bytes, uint32_t later, Watch& w, F f) {
@@ -595,7 +608,7 @@ __device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16*
 
 // The first chunk whose refill the phase of `layer` starting at the block's next chunk holds
 // back (for_warp_rows): the block's next layer's chunks of the same role, which it reads after
-// the hop that follows at the earliest, so release_deferred issues them after that hop. None in
+// the hop that follows at the earliest, so they are issued after that hop (release_queue). None in
 // the last layer: the LM head reads those refills right after the last hop.
 __device__ inline uint32_t held_from(const Block& b, uint32_t layer) {
   return layer + 1 < b.p.params.n_layers ? b.next + b.stream->st.per_layer : ~0u;
@@ -629,7 +642,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     mbar_arrive_expect_tx(b.bar(kQkvBar), (G + 2) * D * 2);
     mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);  // used >= 1: chunk 0 holds position 0
   }
-  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch, *b.stream);
   // The rank's rows of the head's q | k | v rows.
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
@@ -724,7 +737,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   if (threadIdx.x == 0) mbar_arrive_expect_tx(b.bar(kDownBar), H * 4);
   bf16 *xn = b.buf<bf16>(b.at.xn), *act = b.buf<bf16>(b.at.act);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch);
+  norm_into(b.buf<bf16>(b.at.hattn), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch, *b.stream);
   // Gate row i (< P) and up row i (P + i) of the piece, then act = swiglu(r(g), r(u)).
   const StreamState& s = *b.stream;
   const uint32_t after = held_from(b, layer);
@@ -798,7 +811,8 @@ __device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, u
   const uint32_t blocks = gridDim.x, r0 = b.stream->st.lm_first, H = b.H;
   bf16* xn = b.buf<bf16>(b.at.xn);
   float* scratch = b.buf<float>(0);
-  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch);
+  norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch,
+            *b.stream);
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
   b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token poll
@@ -984,7 +998,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
         if (is_front) stage_front(b, Ly, nullptr);
         ok = hop(b, hattn, h, mlp_words(flag - 1), p.mlp_gangs, flag - 1, w);
         if (!ok) break;
-        release_deferred(stream, is_front ? 0 : kRefillStaggerNs);  // an MLP-only block waits next
+        if (!is_front) release_deferred(stream, kRefillStaggerNs);  // a front block's norm issues them
         b.trace.begin();
       }
       ok = __syncthreads_and(!is_front || front(b, Ly, layer, position, step, flag, o_words(flag)));
@@ -993,7 +1007,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
       Watch w = watch(p, l, Ly.o_proj_task, step, Ly.o_proj_counter, flag);
       if (is_mlp) stage_norm(Ly.post_norm, norm, H);
       ok = hop(b, h, hattn, o_words(flag), prm.n_kv_heads, flag, w);
-      if (ok) release_deferred(stream, is_mlp ? 0 : kRefillStaggerNs);  // a front-only block waits next
+      if (ok && !is_mlp) release_deferred(stream, kRefillStaggerNs);  // an MLP block's norm issues them
       b.trace.begin();
       if (ok && is_mlp) ok = __syncthreads_and(mlp(b, Ly, layer, b.cluster - mlp_first, step, flag, mlp_words(flag)));
     }
@@ -1002,7 +1016,6 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     Watch w = watch(p, l, p.layers[L - 1].mlp_task, step, p.layers[L - 1].mlp_counter, last);
     stage_norm(p.final_norm, norm, H);
     ok = hop(b, hattn, h, mlp_words(last), p.mlp_gangs, last, w);
-    if (ok) release_deferred(stream, 0);
     b.trace.begin();
     if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
   }
