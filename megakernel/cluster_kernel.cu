@@ -413,9 +413,10 @@ __device__ inline void release_chunk(const StreamState& s, uint32_t j, uint32_t 
 }
 
 // Lane 0: release_chunk later, when the warp's queue is next released (release_queue; the
-// oldest now when the warp already holds kDeferred back). A refill issued at once lies on its phase's path, just
-// before the block's barrier, and its copy lands while the next hop's round trips wait on the
-// memory system (fortieth session: an MLP-only block's MLP 7.0 -> 5.5 us without them).
+// oldest now when the warp already holds kDeferred back). A refill issued at once lies on its
+// phase's path, just before the block's barrier, and its copy lands while the next hop's round
+// trips wait on the memory system (fortieth session: an MLP-only block's MLP 7.0 -> 5.5 us
+// without them).
 __device__ inline void defer_release(const StreamState& s, uint32_t j, uint32_t readers) {
   uint2* q = s.deferred + warp_id() * kDeferred;
   if (q[kDeferred - 1].x != ~0u) {
@@ -610,8 +611,8 @@ __device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16*
 
 // The first chunk whose refill the phase of `layer` starting at the block's next chunk holds
 // back (for_warp_rows): the block's next layer's chunks of the same role, which it reads after
-// the hop that follows at the earliest, so they are issued after that hop (release_queue). None in
-// the last layer: the LM head reads those refills right after the last hop.
+// the hop that follows at the earliest, so they are issued after that hop (release_queue). None
+// in the last layer: the LM head reads those refills right after the last hop.
 __device__ inline uint32_t held_from(const Block& b, uint32_t layer) {
   return layer + 1 < b.p.params.n_layers ? b.next + b.stream->st.per_layer : ~0u;
 }
