@@ -19,9 +19,9 @@
 // HBM is behind. The words carry the layer in their flag, so no release lies on a layer's path
 // (a release waits for the block's bulk operations in flight: docs/two-hop-layer.md). Two sets of words,
 // by layer parity, so a word is rewritten only after every block has read it. Once a step:
-// the LM head's rows over all blocks, each block's argmax partial counted in (release); the
-// last one samples, advances the step state and publishes the token (release, acquired by
-// every block's poll): that orders the step's KV cache rows before the next step's reads.
+// the LM head's rows over all blocks, each block's argmax partial stored as flagged words
+// (release); every block acquires all of them and chooses the token itself (next_token): that
+// orders the step's KV cache rows before the next step's reads. Block 0 records the token.
 #include "megakernel/cluster_kernel.h"
 
 #include "megakernel/bulk_copy.cuh"
@@ -542,8 +542,7 @@ __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, u
     }
   });
   if (out.kind == DotsOut::kLogits) {  // the warp's best: argmax_merge is associative (tile_projection.cuh)
-    for (uint32_t off = 16; off > 0; off /= 2)
-      best = argmax_merge(best, {__shfl_xor_sync(~0u, best.value, off), __shfl_xor_sync(~0u, best.index, off)});
+    best = warp_argmax(best);
     if (lane_id() == 0) out.partials[warp_id()] = best;
   }
   return ok;
@@ -807,73 +806,77 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   return true;
 }
 
-// The LM head's rows of this block, their logits and the block's argmax partial; the last block
-// to count its partial in chooses the token, advances the step state and publishes the token.
-__device__ inline bool lm_head_and_sample(Block& b, uint32_t s, uint32_t step, uint32_t token_flag) {
+// The LM head's rows of this block, their logits and the block's argmax partial, stored by
+// thread 0 as two flagged words (value, index) with release semantics: a block that acquires
+// them (next_token) sees the KV cache rows this block wrote in the step. One set of words
+// serves every step: a block stores the next step's only after that step's first hops, which
+// every block passes only once it has read this step's.
+__device__ inline bool lm_head(Block& b, uint32_t step, uint32_t flag) {
   const ClusterProgram& p = b.p;
-  const uint32_t blocks = gridDim.x, r0 = b.stream->st.lm_first, H = b.H;
+  const uint32_t r0 = b.stream->st.lm_first, H = b.H;
   bf16* xn = b.buf<bf16>(b.at.xn);
   float* scratch = b.buf<float>(0);
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.params.rms_eps, p.params.norm_kind, scratch,
             *b.stream);
   const StreamState& stream = *b.stream;
   ArgmaxPartial* partials = b.buf<ArgmaxPartial>(b.at.partials);
-  b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token poll
+  b.next += stream.st.lm;  // the end of the step: refills of the next step's chunks wait for its token
   const bool dots = stream_dots(stream, b.next - stream.st.lm, stream.st.lm, stream.st.lm_rows, stream.st.row_chunk,
                                 H * 2, b.next, smem_address(xn), H, {DotsOut::kLogits, p.logits + r0, 0, r0, partials},
                                 watch(p, b.l, p.lm_head_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
-  b.trace.end(step, 0, kPhaseLmHead);
   const ArgmaxPartial best = block_argmax(partials[warp_id()], b.smem);
-  __shared__ uint32_t s_last;
   if (threadIdx.x == 0) {
-    p.argmax[blockIdx.x] = best;
-    const uint32_t target = blocks * (b.l.arrivals_base + s + 1);
-    s_last = DeviceAtomic(*p.arrivals).fetch_add(1u, kAcqRel) + 1 == target;
+    const unsigned long long value = (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(best.value),
+                             index = (static_cast<unsigned long long>(flag) << 32) | best.index;
+    asm volatile("st.release.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p.argmax_words + blockIdx.x * kArgmaxStride),
+                 "l"(value), "l"(index)
+                 : "memory");
   }
-  __syncthreads();
-  if (!s_last || threadIdx.x != 0) return true;
-  SpStepState st = *p.state;
-  if (st.step >= p.params.max_steps) {
-    report_failure(p.control, {kFailStepRange, p.sample_task, step, SP_NO_COUNTER, st.step, p.params.max_steps});
-    return false;
-  }
-  uint32_t next;
-  if (step_is_forced(st)) {
-    next = load_data(p.forced_tokens + st.step + 1);
-  } else {
-    auto partial = [&](uint32_t k) {
-      const uint2 w = __ldcg(reinterpret_cast<const uint2*>(p.argmax + k));
-      return ArgmaxPartial{__uint_as_float(w.x), w.y};
-    };
-    ArgmaxPartial all = partial(0);
-    for (uint32_t k = 1; k < blocks; ++k) {
-      const ArgmaxPartial q = partial(k);
-      argmax_offer(all, q.value, q.index);
-    }
-    next = all.index;
-  }
-  advance_step(st, next, p.out_tokens);
-  *p.state = st;
-  const unsigned long long w = (static_cast<unsigned long long>(token_flag) << 32) | next;
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p.token_word), "l"(w) : "memory");
-  b.trace.end(step, 0, kPhaseSample);
+  b.trace.end(step, 0, kPhaseLmHead);
   return true;
 }
 
-// The next step's token, once the last block of step `s - 1` has published it.
-__device__ inline bool poll_token(const ClusterProgram& p, const ClusterLaunch& l, uint32_t step, uint32_t flag,
-                                  uint32_t& token) {
-  Watch w = watch(p, l, p.sample_task, step, p.sample_counter, flag);
-  for (;;) {
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p.token_word) : "memory");
-    if (uint32_t(v >> 32) == flag) {
-      token = uint32_t(v);
-      return true;
+// The step's token, chosen by every block from all blocks' argmax partials (thread t acquires
+// block t's: one round trip, where the last block to count its partial in read them 16 at a
+// time and published the token, ~7 us with the next step's refills in flight; forty-fourth
+// session) or the forced one; the block's copy of the step state advanced, and by block 0 the
+// run's (out_tokens, state).
+__device__ inline bool next_token(Block& b, SpStepState& state, uint32_t step, uint32_t flag, uint32_t& token) {
+  const ClusterProgram& p = b.p;
+  ArgmaxPartial mine{argmax_none(0).value, ~0u};
+  bool ok = true;
+  if (threadIdx.x < gridDim.x) {
+    const unsigned long long* at = p.argmax_words + threadIdx.x * kArgmaxStride;
+    Watch w = watch(p, b.l, p.sample_task, step, p.sample_counter, flag);
+    ulonglong2 v;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(at) : "memory");
+      if (carries(v.x, flag) && carries(v.y, flag)) break;
+      if (!w.ok()) {
+        ok = false;
+        break;
+      }
     }
-    if (!w.ok()) return false;
+    mine = {word_value(v.x), uint32_t(v.y)};
   }
+  if (!__syncthreads_and(ok)) return false;  // also: thread 0 is done with block_argmax's slots (lm_head)
+  const ArgmaxPartial best = block_argmax(warp_argmax(mine), b.smem);
+  if (threadIdx.x == 0) {
+    if (state.step >= p.params.max_steps) {
+      report_failure(p.control, {kFailStepRange, p.sample_task, step, SP_NO_COUNTER, state.step, p.params.max_steps});
+      ok = false;
+    } else {
+      token = step_is_forced(state) ? load_data(p.forced_tokens + state.step + 1) : best.index;
+      if (blockIdx.x == 0) {
+        advance_step(state, token, p.out_tokens);
+        *p.state = state;
+      } else {
+        advance_state(state, token);
+      }
+    }
+  }
+  return __syncthreads_and(ok);
 }
 
 // The block's stream (one step's chunks, the launch's total) for its roles, through a ring of
@@ -926,6 +929,7 @@ __device__ inline void set_sources(const Block& b, const ClusterLayer& L, const 
 __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgram p, const ClusterLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint32_t s_token;
+  __shared__ SpStepState s_state;  // thread 0's copy, advanced every step (next_token)
   const SpGraphParams& prm = p.params;
   const uint32_t L = prm.n_layers, H = prm.hidden, mlp_first = l.clusters - p.mlp_gangs;
   const uint32_t cluster = blockIdx.x / kClusterRanks;
@@ -969,17 +973,18 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   auto o_words = [&](uint32_t flag) { return p.o_words + size_t(flag & 1u) * prm.n_kv_heads * H; };
   auto mlp_words = [&](uint32_t flag) { return p.mlp_words + size_t(flag & 1u) * p.mlp_gangs * H; };
   bool ok = true;
+  if (threadIdx.x == 0) {
+    s_state = *p.state;
+    s_token = s_state.token;
+  }
   for (uint32_t s = 0; s < l.steps && ok; ++s) {
     const uint32_t step = l.first_step + s, position = l.first_position + s, first_flag = l.flag_base + s * L;
-    release_deferred(stream, 0);  // the LM head's, while the token comes
     if (threadIdx.x == 0) {
-      if (s == 0) s_token = load_data(&p.state->token);
-      else ok = poll_token(p, l, step, first_flag, s_token);
-      if (ok && s_token >= prm.vocab) {
+      if (s_token >= prm.vocab) {
         report_failure(p.control, {kFailTokenRange, p.embed_task, step, SP_NO_COUNTER, s_token, prm.vocab});
         ok = false;
       }
-      if (ok && position >= prm.context) {
+      if (position >= prm.context) {
         report_failure(p.control,
                        {kFailPositionRange, p.layers[0].attention_task, step, SP_NO_COUNTER, position, prm.context});
         ok = false;
@@ -1020,7 +1025,12 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     stage_norm(p.final_norm, norm, H);
     ok = hop(b, hattn, h, mlp_words(last), p.mlp_gangs, last, w);
     b.trace.begin();
-    if (ok) ok = __syncthreads_and(lm_head_and_sample(b, s, step, last));
+    if (ok) ok = __syncthreads_and(lm_head(b, step, last));
+    // The token: every block's but the last step's, when only block 0 records it.
+    const bool more = s + 1 < l.steps;
+    if (more) release_deferred(stream, 0);  // the LM head's, while the token comes
+    if (ok && (more || blockIdx.x == 0)) ok = next_token(b, s_state, step, last, s_token);
+    if (blockIdx.x == 0) b.trace.end(step, 0, kPhaseSample);
   }
   if (!ok && threadIdx.x == 0) stream.ring.drain();
   cluster_sync();  // no block leaves while a peer may still push into its shared memory

@@ -15,7 +15,6 @@ struct ClusterLaunch {
   uint32_t first_position;  // that step's position; every step adds one
   uint32_t steps;
   uint32_t flag_base;       // the exchange words' flags of this launch are flag_base + 1 on
-  uint32_t arrivals_base;   // argmax arrivals counted before this launch, since the run's start
   uint32_t clusters;
   uint64_t watchdog_ns;     // a wait longer than this fails the run
   uint32_t score_positions, kv_positions;  // attention's shared memory (tile_layout.h)

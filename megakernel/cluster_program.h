@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "megakernel/device_records.h"
-#include "ops/argmax.h"
 #include "ops/bf16.h"
 #include "ops/hd.h"
 #include "tasks/graph.h"
@@ -20,6 +19,10 @@ namespace spindle::cuda {
 
 constexpr uint32_t kClusterRanks = 8;      // blocks a cluster: a kv head's front gang, an MLP gang
 constexpr uint32_t kClusterMaxGangs = 16;  // MLP gangs (clusters) whose sums a row adds at most
+// A block's argmax partial: two flagged words (value, index) at the start of a 128-byte line of
+// its own, 16 words apart: every block polls every partial, so no line has more than one poller
+// a block.
+constexpr uint32_t kArgmaxStride = 16;
 
 // One layer's weights and cache, and the graph tasks and counters a failure names.
 struct ClusterLayer {
@@ -46,11 +49,9 @@ struct ClusterProgram {
   SpStepState* state;
   uint32_t embed_task, lm_head_task, sample_task, sample_counter;
   // The kernel's own exchange memory (cluster_kernel.cu): the global hops' flagged words,
-  // [2 (layer parity)][Hkv][H] o_proj pieces and [2][gangs][H] gang sums, the next token's
-  // word, each block's argmax partial and the per-run arrivals of those partials.
-  unsigned long long *o_words, *mlp_words, *token_word;
-  ArgmaxPartial* argmax;
-  uint32_t* arrivals;
+  // [2 (layer parity)][Hkv][H] o_proj pieces and [2][gangs][H] gang sums, and each block's
+  // argmax partial ([block][kArgmaxStride]).
+  unsigned long long *o_words, *mlp_words, *argmax_words;
   RunControl* control;
 };
 
@@ -63,7 +64,7 @@ enum ClusterPhase : uint32_t {
   kPhaseMlp,        // an MLP member, until its gang's sums are stored
   kLayerPhases,
   kPhaseLmHead = kLayerPhases,  // its LM head rows
-  kPhaseSample,                 // the last block's: the token chosen and published
+  kPhaseSample,                 // block 0's: the step's token chosen from every block's partial
   kPhases
 };
 SP_HDI uint32_t cluster_trace_records(uint32_t layers, uint32_t blocks) {

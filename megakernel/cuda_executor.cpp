@@ -209,9 +209,8 @@ struct CudaExecutor::Device {
   cuda::DeviceModel model;
   DeviceBuffer tasks, staged, counters, control, list_begin, list_tasks, stage_first, stage_claims, trace;
   DeviceBuffer progress;
-  // The cluster program's (cluster_program.h): its layers, exchange words, argmax partials and
-  // their arrivals.
-  DeviceBuffer cluster_layers, o_words, mlp_words, token_word, argmax, arrivals;
+  // The cluster program's (cluster_program.h): its layers and exchange words.
+  DeviceBuffer cluster_layers, o_words, mlp_words, argmax_words;
   cuda::ClusterProgram program{};
   uint32_t cluster_flag = 0;  // the exchange words' flags used so far
   std::vector<cuda::Stage> stages;  // the per-op launches; the megakernel's stage table and L2 prefetch plan
@@ -403,18 +402,14 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
   d.cluster_layers = upload(plan.layers, "the cluster program's layers");
   d.o_words = DeviceBuffer(2 * p.n_kv_heads * H * 8, "the cluster program's o_proj words");
   d.mlp_words = DeviceBuffer(2 * plan.program.mlp_gangs * H * 8, "the cluster program's MLP words");
-  d.token_word = DeviceBuffer(8, "the cluster program's token word");
-  d.argmax = DeviceBuffer(size_t(blocks_) * sizeof(ArgmaxPartial), "the cluster program's argmax partials");
-  d.arrivals = DeviceBuffer(4, "the cluster program's arrivals");
-  for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.token_word})
+  d.argmax_words = DeviceBuffer(size_t(blocks_) * cuda::kArgmaxStride * 8, "the cluster program's argmax partials");
+  for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.argmax_words})
     SP_CUDA(cudaMemset(b->data(), 0, b->bytes()));  // flag 0: no layer's
   d.program = plan.program;
   d.program.layers = d.cluster_layers.as<const cuda::ClusterLayer>();
   d.program.o_words = d.o_words.as<unsigned long long>();
   d.program.mlp_words = d.mlp_words.as<unsigned long long>();
-  d.program.token_word = d.token_word.as<unsigned long long>();
-  d.program.argmax = d.argmax.as<ArgmaxPartial>();
-  d.program.arrivals = d.arrivals.as<uint32_t>();
+  d.program.argmax_words = d.argmax_words.as<unsigned long long>();
   d.program.control = d.control.as<cuda::RunControl>();
   cluster_trace_tasks_ = cuda::cluster_trace_tasks(g, clusters_);
 }
@@ -425,19 +420,17 @@ void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positio
   Device& d = *dev_;
   const uint32_t L = graph_.params.n_layers;
   const uint32_t per_launch = opt_.steps_per_launch ? opt_.steps_per_launch : steps;
-  SP_CUDA(cudaMemsetAsync(d.arrivals.data(), 0, 4, d.stream.get()));
   for (uint32_t done = 0; done < steps; done += per_launch) {
     cuda::ClusterLaunch launch{};
     launch.steps = std::min(per_launch, steps - done);
     if (uint64_t(d.cluster_flag) + uint64_t(launch.steps) * L + 1 > UINT32_MAX) {
-      for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.token_word})
+      for (DeviceBuffer* b : {&d.o_words, &d.mlp_words, &d.argmax_words})
         SP_CUDA(cudaMemsetAsync(b->data(), 0, b->bytes(), d.stream.get()));
       d.cluster_flag = 0;
     }
     launch.first_step = steps_done_ + done;
     launch.first_position = state().position + done;
     launch.flag_base = d.cluster_flag;
-    launch.arrivals_base = done;
     launch.clusters = clusters_;
     launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
     // Attention's area sized for the launch's longest chunk, not the graph's: where the launch's

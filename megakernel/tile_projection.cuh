@@ -157,6 +157,13 @@ __device__ inline ArgmaxPartial argmax_merge(ArgmaxPartial a, ArgmaxPartial b) {
   return first;
 }
 
+// The best of the warp's 32 partials, to every lane.
+__device__ inline ArgmaxPartial warp_argmax(ArgmaxPartial best) {
+  for (uint32_t off = 16; off > 0; off /= 2)
+    best = argmax_merge(best, {__shfl_xor_sync(~0u, best.value, off), __shfl_xor_sync(~0u, best.index, off)});
+  return best;
+}
+
 // Merges one partial per warp (lane 0's `mine`) into the block's, returned to thread 0.
 // Called by every thread of the block.
 __device__ inline ArgmaxPartial block_argmax(ArgmaxPartial mine, uint8_t* smem) {

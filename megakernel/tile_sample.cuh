@@ -26,10 +26,7 @@ __device__ inline void run_sample(const SpTask& t, const TileContext& c, uint8_t
     const ArgmaxPartial* partials = view_data<const ArgmaxPartial>(c, t.operand[1]);
     for (uint32_t i = threadIdx.x; i < t.operand[2]; i += blockDim.x)
       best = argmax_merge(best, {load_data(&partials[i].value), load_data(&partials[i].index)});
-    for (int off = 16; off > 0; off /= 2)
-      best = argmax_merge(best, {__shfl_xor_sync(0xffffffffu, best.value, off),
-                                 __shfl_xor_sync(0xffffffffu, best.index, off)});
-    best = block_argmax(best, smem);
+    best = block_argmax(warp_argmax(best), smem);
   }
   __syncthreads();  // every thread has read the state before thread 0 advances it
   if (threadIdx.x != 0) return;

@@ -80,12 +80,17 @@ uint32_t sample_from_logits(const float* logits, uint32_t V, float temperature, 
 // Step s feeds the forced token s+1 while there is one (the prompt).
 SP_HDI bool step_is_forced(const SpStepState& s) { return s.step + 1 < s.forced_count; }
 
-// Records `next` as step s's output and makes it the input of step s+1.
-SP_HDI void advance_step(SpStepState& s, uint32_t next, uint32_t* out_tokens) {
-  out_tokens[s.step] = next;
+// Makes `next` the input of step s+1.
+SP_HDI void advance_state(SpStepState& s, uint32_t next) {
   s.token = next;
   s.position += 1;
   s.step += 1;
+}
+
+// Records `next` as step s's output and makes it the input of step s+1.
+SP_HDI void advance_step(SpStepState& s, uint32_t next, uint32_t* out_tokens) {
+  out_tokens[s.step] = next;
+  advance_state(s, next);
 }
 
 // The whole SAMPLE task: chooses the next token and advances the state.

@@ -119,7 +119,7 @@ TEST_CASE("the cluster program refuses a graph not built for it, too few cluster
 }
 
 // Per step: a front block's q/k/v, attention and o_proj records a layer, an MLP member's record
-// a layer, every block's LM head rows and the last one's sample.
+// a layer, every block's LM head rows and block 0's sample.
 TEST_CASE("the cluster program's trace: each block's phases as the graph tasks whose work they do, in time order") {
   const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
