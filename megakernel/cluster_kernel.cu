@@ -228,6 +228,15 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
 
 __device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp);  // below, with release_deferred
 
+// The releases every warp held back (`refill`'s queues), issued by one lane of each warp from
+// `first` on, in turn, while the warps before it work: warp 0 sums a norm's squares (first 1:
+// warp 1 also takes warp 0's), or warps 0 to G + 1 normalise the heads (front).
+__device__ inline void release_queues_from(const StreamState& s, uint32_t first) {
+  constexpr uint32_t kWarps = kThreads / 32;
+  if (warp_id() < first || lane_id() != 0) return;
+  for (uint32_t q = warp_id() - first; q < kWarps; q += kWarps - first) release_queue(s, q);
+}
+
 // Starts copying a norm's H weights into the block's norm buffer, where the next norm_into reads
 // them: called before a hop's wait, so the copy lands during it.
 __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
@@ -250,10 +259,8 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
     warp_dot_rows_shared<1>(at, at[0], H, sum);  // H is a multiple of kSharedDotSpan (cluster_program_problem)
     const float inv = rms_inverse<float>(sum[0], H, eps);
     if (lane_id() == 0) scratch[0] = inv;
-  } else if (lane_id() == 0) {
-    release_queue(refill, warp_id());
-    if (warp_id() == 1) release_queue(refill, 0);
   }
+  release_queues_from(refill, 1);
   __syncthreads();
   const float inv = scratch[0];
   // Four elements a thread at a time (8-byte loads and store): four independent chains, where
@@ -645,12 +652,18 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     mbar_arrive_expect_tx(b.bar(kPartialBar), used * G * ps * 4);  // used >= 1: chunk 0 holds position 0
   }
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch, *b.stream);
-  // The rank's rows of the head's q | k | v rows.
+  // The rank's rows of the head's q | k | v rows. A block that also runs the MLP refills its
+  // ring with this layer's o_proj, gate and up chunks as q/k/v's free their slots: it holds
+  // those refills back too and issues them by the warps that attention's heads' norms leave idle
+  // (below), where at once they lay on the dots' path (its q/k/v took 0.2-0.3 us longer than a
+  // front-only block's, which holds back the next layer's alone; issued by warps 1-7 while they
+  // waited for the peers' rows, 0.6 us longer: forty-fourth session).
+  const bool both = b.cluster >= b.l.clusters - b.p.mlp_gangs;
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
   const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, b.stream->st.qkv, rows, b.stream->st.row_chunk,
-                                H * 2, later, smem_address(xn), H, {DotsOut::kBf16, mine},
+                                H * 2, both ? 0 : later, smem_address(xn), H, {DotsOut::kBf16, mine},
                                 watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
@@ -675,6 +688,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     if (single)
       stage_rows(K + size_t(range.begin) * a.cache_stride, kv, V + size_t(range.begin) * a.cache_stride, kv_second,
                  a.cache_stride, cached, D);
+    if (both) release_queues_from(*b.stream, min(G + 2, kThreads / 32 - 1));  // by the warps the loop leaves idle
     for (uint32_t w = warp_id(); w < (appends ? G + 2 : G); w += kThreads / 32) {
       bf16* row = qkv + size_t(w) * D;  // q heads, then k, then v
       if (w <= G)
@@ -706,12 +720,14 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     __syncthreads();
     for (uint32_t j = 0; j < G; ++j)
       push_to_cluster(partial + j * ps, smem_address(recv + (j * kClusterRanks + r) * ps), ps * 4, b.bar(kPartialBar));
+  } else if (both) {
+    release_queues_from(*b.stream, 0);  // an empty chunk: nothing to do but wait for the peers' partials
   }
   // A block that also runs the MLP streams both roles' weights through its ring (on qwen3-0.6b 24
   // chunks a layer, 8 slots), so its down chunks are copied only once its gate/up dots free their
   // slots: it asks the L2 for them now, and those copies then come from the L2 (forty-first
   // session: -0.9% a token at position 1, -1.7% at 1024).
-  if (threadIdx.x == 0 && b.cluster >= b.l.clusters - b.p.mlp_gangs) {
+  if (threadIdx.x == 0 && both) {
     const StreamState& s = *b.stream;
     bulk_prefetch_l2(s.sources[layer * kPieces + kDownPiece], s.st.down * kRingChunkBytes);
   }
