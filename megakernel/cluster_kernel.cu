@@ -653,17 +653,19 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   }
   norm_into(b.buf<bf16>(b.at.h), b.buf<bf16>(b.at.norm), xn, H, p.rms_eps, p.norm_kind, scratch, *b.stream);
   // The rank's rows of the head's q | k | v rows. A block that also runs the MLP refills its
-  // ring with this layer's o_proj, gate and up chunks as q/k/v's free their slots: it holds
-  // those refills back too and issues them by the warps that attention's heads' norms leave idle
-  // (below), where at once they lay on the dots' path (its q/k/v took 0.2-0.3 us longer than a
-  // front-only block's, which holds back the next layer's alone; issued by warps 1-7 while they
-  // waited for the peers' rows, 0.6 us longer: forty-fourth session).
-  const bool both = b.cluster >= b.l.clusters - b.p.mlp_gangs;
+  // ring with this layer's o_proj, gate and up chunks as q/k/v's free their slots. Where the
+  // step's chunks take attention's warp path, it holds those refills back too and issues them by
+  // the warps the heads' norms leave idle (below): at once they lay on the dots' path (its q/k/v
+  // took 0.2-0.3 us longer than a front-only block's, which holds back the next layer's alone);
+  // issued by warps 1-7 while they waited for the peers' rows, 0.6 us longer; issued during a
+  // long chunk's K/V staging, 3% slower at position 4096 (forty-fourth session).
+  const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
+  const bool hold = b.cluster >= b.l.clusters - b.p.mlp_gangs && attn_warp_chunks(a, chunk_size(n, kClusterRanks));
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
   const bool dots = stream_dots(*b.stream, b.next - b.stream->st.qkv, b.stream->st.qkv, rows, b.stream->st.row_chunk,
-                                H * 2, both ? 0 : later, smem_address(xn), H, {DotsOut::kBf16, mine},
+                                H * 2, hold ? 0 : later, smem_address(xn), H, {DotsOut::kBf16, mine},
                                 watch(b.p, b.l, L.attention_task, step, SP_NO_COUNTER, 0));
   if (!__syncthreads_and(dots)) return false;
   push_to_cluster(mine, smem_address(qkv + r * rows), rows * 2, b.bar(kQkvBar));
@@ -673,7 +675,6 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
 
   // Attention over chunk r, as attention_tile does it, with q, k and v from the gang's rows.
   const uint32_t len = range.end - range.begin;
-  const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
   bf16* K = L.kv + size_t(g) * p.context * b.p.kv_stride;
   bf16* V = L.kv + size_t(p.n_kv_heads + g) * p.context * b.p.kv_stride;
   const bf16* heads = b.buf<bf16>(b.at.heads);  // stage_front's: q norm, k norm, RoPE row
@@ -688,7 +689,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     if (single)
       stage_rows(K + size_t(range.begin) * a.cache_stride, kv, V + size_t(range.begin) * a.cache_stride, kv_second,
                  a.cache_stride, cached, D);
-    if (both) release_queues_from(*b.stream, min(G + 2, kThreads / 32 - 1));  // by the warps the loop leaves idle
+    if (hold) release_queues_from(*b.stream, min(G + 2, kThreads / 32 - 1));  // by the warps the loop leaves idle
     for (uint32_t w = warp_id(); w < (appends ? G + 2 : G); w += kThreads / 32) {
       bf16* row = qkv + size_t(w) * D;  // q heads, then k, then v
       if (w <= G)
@@ -720,14 +721,14 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
     __syncthreads();
     for (uint32_t j = 0; j < G; ++j)
       push_to_cluster(partial + j * ps, smem_address(recv + (j * kClusterRanks + r) * ps), ps * 4, b.bar(kPartialBar));
-  } else if (both) {
+  } else if (hold) {
     release_queues_from(*b.stream, 0);  // an empty chunk: nothing to do but wait for the peers' partials
   }
   // A block that also runs the MLP streams both roles' weights through its ring (on qwen3-0.6b 24
   // chunks a layer, 8 slots), so its down chunks are copied only once its gate/up dots free their
   // slots: it asks the L2 for them now, and those copies then come from the L2 (forty-first
   // session: -0.9% a token at position 1, -1.7% at 1024).
-  if (threadIdx.x == 0 && both) {
+  if (threadIdx.x == 0 && b.cluster >= b.l.clusters - b.p.mlp_gangs) {
     const StreamState& s = *b.stream;
     bulk_prefetch_l2(s.sources[layer * kPieces + kDownPiece], s.st.down * kRingChunkBytes);
   }
