@@ -228,9 +228,10 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
 
 __device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp);  // below, with release_deferred
 
-// The releases every warp held back (`refill`'s queues), issued by one lane of each warp from
-// `first` on, in turn, while the warps before it work: warp 0 sums a norm's squares (first 1:
-// warp 1 also takes warp 0's), or warps 0 to G + 1 normalise the heads (front).
+// The releases every warp held back (`s`'s queues), issued by one lane of each warp from `first`
+// on, warp w taking queues w - first, w - first + (8 - first), ...: while the warps before it
+// work, warp 0 summing a norm's squares (first 1: warp w takes warp w - 1's, warp 1 also warp
+// 7's), or warps 0 to G + 1 normalising the heads (front).
 __device__ inline void release_queues_from(const StreamState& s, uint32_t first) {
   constexpr uint32_t kWarps = kThreads / 32;
   if (warp_id() < first || lane_id() != 0) return;
@@ -248,7 +249,7 @@ __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
 // below): every layer runs all of it, and straight-line code past ~128 KB runs slower (the
 // fourteenth session); 265 → 204 KB of text made a token 16% faster (thirty-seventh session).
 // While warp 0 sums the squares, the other warps issue the refills every warp held back
-// (`refill`'s queues; warp 1 takes warp 0's): issued just before the norm, on one lane of each
+// (`refill`'s queues, release_queues_from): issued just before the norm, on one lane of each
 // warp, they took ~0.3 us of the phase's path (forty-third session's marks).
 __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, uint32_t H, float eps, uint32_t kind,
                                        float* scratch, const StreamState& refill) {
