@@ -1068,8 +1068,7 @@ ClusterSmem cluster_kernel_smem(const SpGraphParams& p, uint32_t score_positions
   cudaFuncAttributes kernel{};  // its static shared memory counts against the same limit
   SP_CUDA(cudaFuncGetAttributes(&kernel, cluster_kernel));
   const size_t dynamic_limit = limit > kernel.sharedSizeBytes ? limit - kernel.sharedSizeBytes : 0;
-  const uint32_t slots = cluster_ring_slots(p, score_positions, kv_positions, dynamic_limit).ring_slots;
-  return cluster_ring_slots(p, score_positions, kv_positions, layout(p, score_positions, kv_positions, slots).end);
+  return cluster_ring_slots(p, score_positions, kv_positions, dynamic_limit);
 }
 
 namespace {

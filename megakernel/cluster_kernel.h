@@ -22,9 +22,11 @@ struct ClusterLaunch {
   uint32_t mlp_ring_slots;                 // an MLP-only block's, whose ring also takes attention's area
 };
 
-// The launch's dynamic shared memory: attention's tile area, the program's buffers, then as
-// many weight ring slots as fit beside the kernel's static shared memory within `limit` bytes
-// (a block's); and the slots an MLP-only block's ring has in the same bytes.
+// The launch's dynamic shared memory: all that the kernel's static shared memory leaves of
+// `limit` bytes (a block's), so that a launch whose positions are short gives its rings every
+// slot attention does not need (forty-fourth session: 12 slots where the graph's layout rounded
+// to 11, -2% a token at position 1); attention's tile area, the program's buffers, then as many
+// weight ring slots as fit in it, and the slots an MLP-only block's ring has in the same bytes.
 struct ClusterSmem {
   size_t bytes;
   uint32_t ring_slots, mlp_ring_slots;
