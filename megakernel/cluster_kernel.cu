@@ -1046,7 +1046,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
     if (ok) ok = __syncthreads_and(lm_head(b, step, last));
     // The token: every block's but the last step's, when only block 0 records it.
     const bool more = s + 1 < l.steps;
-    if (more) release_deferred(stream, 0);  // the LM head's, while the token comes
+    if (more && ok) release_deferred(stream, 0);  // the LM head's, while the token comes (none after a failure: drain)
     if (ok && (more || blockIdx.x == 0)) ok = next_token(b, s_state, step, last, s_token);
     if (blockIdx.x == 0) b.trace.end(step, 0, kPhaseSample);
   }
