@@ -51,17 +51,29 @@ __host__ __device__ inline uint32_t partial_stride(uint32_t D) { return (D + 2u 
 // A layer's weight pieces a block may stream, in the order it reads them.
 enum Piece : uint32_t { kQkvPiece, kOPiece, kGatePiece, kUpPiece, kDownPiece, kPieces };
 
+// What a refill reads to find its chunk's source (fill_chunk), in three 16-byte words that it
+// loads at once at its entry: each field loaded where it was first needed, after the branch
+// before it, put six shared loads one after another on the refilling warp's path (forty-eighth
+// session, SASS).
+struct alignas(16) ChunkIndex {
+  // The stream's divisions (by the chunks of a step and of a layer) as multiply-highs: a
+  // refill (at the end of its warp's phase) divides at every chunk, so its chain of dependent
+  // instructions is on the layer's path (thirty-ninth session).
+  FastDiv by_step, by_layer;
+  uint32_t total, layers;       // the launch's chunks; a step's chunks of layers
+  uint32_t first[kPieces - 1];  // a layer's first chunk of each piece after q/k/v
+};
+static_assert(sizeof(ChunkIndex) == 48, "three 16-byte loads");
+
 // The chunks a block reads in one step, in the order it reads them: each layer's pieces of its
 // roles, then its LM head rows (the ring's stream, weight_ring.cuh).
 struct Stream {
+  ChunkIndex index;
   uint32_t qkv, o, gate, down;  // a layer's chunks of each piece (up's: gate's); 0 outside the block's roles
-  uint32_t per_layer, layers, lm, per_step, total;
+  uint32_t per_layer, lm, per_step;
   uint32_t lm_first, lm_rows;  // the block's LM head rows
   uint32_t row_chunk;          // rows of H elements a chunk (q/k/v, gate, up, LM head)
-  // The stream's divisions (by per_step, per_layer and the ring's slots) as multiply-highs:
-  // for_warp_rows and a refill (at the end of its warp's phase) divide at every chunk, so their
-  // chains of dependent instructions are on the layer's path (thirty-ninth session).
-  FastDiv by_step, by_layer, by_slots;
+  FastDiv by_slots;  // for_warp_rows finds every chunk's slot: a multiply-high, as ChunkIndex's
 };
 
 // What the block's ring streams, in its shared memory (set once by thread 0), so that the code
@@ -392,32 +404,45 @@ struct Block {
   __device__ uint32_t bar(uint32_t i) const { return smem_address(smem + at.bars + 8 * i); }
 };
 
-// Starts the copy of stream chunk j, if the launch reads it, into its slot (one thread).
-__device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j) {
-  const Stream& st = s.st;
-  if (j >= st.total) return;
-  const uint32_t q = st.by_step.mod(j), slot = st.by_slots.mod(j);
-  if (q >= st.layers) {
-    const uint32_t first = (q - st.layers) * st.row_chunk, rows = min(st.row_chunk, st.lm_rows - first);
+// Starts the copy of stream chunk j, if the launch reads it, into `slot` (one thread). On the
+// refilling warp's path, just before its phase's barrier, so its chain is kept short: the
+// index's fields all loaded at its entry, the piece found by independent compares, the ring's
+// addresses computed before its stores (WeightRing::fill); then one dependent shared load, the
+// layer's source.
+__device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j, uint32_t slot) {
+  ChunkIndex x;
+  uint4* words = reinterpret_cast<uint4*>(&x);
+  // volatile: loaded here, before any branch (written once, before the launch's first fill)
+  for (uint32_t i = 0; i < 3; ++i)
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(words[i].x), "=r"(words[i].y), "=r"(words[i].z), "=r"(words[i].w)
+                 : "r"(smem_address(&s.st.index) + 16 * i));
+  const uint32_t q = x.by_step.mod(j);
+  if (j >= x.total) return;
+  if (q >= x.layers) {
+    const Stream& st = s.st;
+    const uint32_t first = (q - x.layers) * st.row_chunk, rows = min(st.row_chunk, st.lm_rows - first);
     s.ring.fill(j, slot, s.lm_head + size_t(st.lm_first + first) * s.H, rows * s.H * 2);
     return;
   }
-  const uint32_t layer = st.by_layer.div(q);
-  uint32_t k = q - layer * st.per_layer, piece = kQkvPiece;
-  if (k >= st.qkv) k -= st.qkv, piece = kOPiece;
-  if (piece == kOPiece && k >= st.o) k -= st.o, piece = kGatePiece;
-  if (piece == kGatePiece && k >= st.gate) k -= st.gate, piece = kUpPiece;
-  if (piece == kUpPiece && k >= st.gate) k -= st.gate, piece = kDownPiece;
+  const uint32_t layer = x.by_layer.div(q), k = q - layer * x.by_layer.d;
+  uint32_t piece = 0, from = 0;  // k's piece and that piece's first chunk (a piece of no chunks is never k's)
+#pragma unroll
+  for (uint32_t i = 0; i + 1 < kPieces; ++i) {
+    piece += k >= x.first[i];
+    from = k >= x.first[i] ? max(from, x.first[i]) : from;
+  }
   // s.sources[layer][piece] by ld.shared (a generic load takes longer); written once, before the
   // launch's first fill, so the asm needs no memory clobber
   unsigned long long src;
   asm("ld.shared.u64 %0, [%1];" : "=l"(src) : "r"(smem_address(s.sources + layer * kPieces + piece)));
-  s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k) * kRingChunkBytes, kRingChunkBytes);
+  s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k - from) * kRingChunkBytes, kRingChunkBytes);
 }
 
 // Lane 0: its warp is done with chunk j, one of `readers`; the last reader refills the slot.
 __device__ inline void release_chunk(const StreamState& s, uint32_t j, uint32_t readers) {
-  if (s.ring.release(s.st.by_slots.mod(j), readers)) fill_chunk(s, j + s.ring.slots);
+  const uint32_t slot = s.st.by_slots.mod(j);
+  if (s.ring.release(slot, readers)) fill_chunk(s, j + s.ring.slots, slot);
 }
 
 // Lane 0: release_chunk later, when the warp's queue is next released (release_queue; the
@@ -488,7 +513,7 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
     __syncwarp();
     if (lane_id() == 0) {
       if (j + ring.slots < later) {
-        if (ring.release(slot, share)) fill_chunk(s, j + ring.slots);
+        if (ring.release(slot, share)) fill_chunk(s, j + ring.slots, slot);
       } else {
         defer_release(s, j, share);
       }
@@ -912,15 +937,17 @@ __device__ inline Stream block_stream(const Block& b, bool front, bool mlp, uint
     st.down = H * P * 2 / kRingChunkBytes;
   }
   st.per_layer = st.qkv + st.o + 2 * st.gate + st.down;
-  st.layers = b.p.params.n_layers * st.per_layer;
+  const uint32_t chunks[kPieces] = {st.qkv, st.o, st.gate, st.gate, st.down};
+  for (uint32_t i = 0, first = 0; i + 1 < kPieces; ++i) st.index.first[i] = first += chunks[i];
+  st.index.layers = b.p.params.n_layers * st.per_layer;
   const LmRows lm = cluster_lm_rows(b.p.params.vocab, blockIdx.x, gridDim.x);
   st.lm_first = lm.first;
   st.lm_rows = lm.rows;
   st.lm = (st.lm_rows + st.row_chunk - 1) / st.row_chunk;
-  st.per_step = st.layers + st.lm;
-  st.total = b.l.steps * st.per_step;
-  st.by_step = FastDiv::of(st.per_step);
-  st.by_layer = FastDiv::of(st.per_layer);
+  st.per_step = st.index.layers + st.lm;
+  st.index.total = b.l.steps * st.per_step;
+  st.index.by_step = FastDiv::of(st.per_step);
+  st.index.by_layer = FastDiv::of(st.per_layer);
   st.by_slots = FastDiv::of(slots);
   return st;
 }
@@ -986,7 +1013,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(const ClusterProgr
   cluster_sync();  // every peer's mbarriers exist before anything is pushed to them; the ring is set
   const StreamState& stream = *b.stream;
   if (threadIdx.x == 0)
-    for (uint32_t j = 0; j < min(stream.ring.slots, stream.st.total); ++j) fill_chunk(stream, j);
+    for (uint32_t j = 0; j < min(stream.ring.slots, stream.st.index.total); ++j) fill_chunk(stream, j, j);
   bf16 *h = b.buf<bf16>(b.at.h), *hattn = b.buf<bf16>(b.at.hattn), *norm = b.buf<bf16>(b.at.norm);
   auto o_words = [&](uint32_t flag) { return p.o_words + size_t(flag & 1u) * prm.n_kv_heads * H; };
   auto mlp_words = [&](uint32_t flag) { return p.mlp_words + size_t(flag & 1u) * p.mlp_gangs * H; };

@@ -40,10 +40,12 @@ struct WeightRing {
   // every reader of the chunk `slots` places before it has released it. The tag by a shared
   // store: a volatile store through the generic address is a system-scope one.
   __device__ void fill(uint32_t chunk, uint32_t slot, const void* src, uint32_t bytes) const {
-    asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(smem_address(tag + slot)), "r"(chunk) : "memory");
-    const uint32_t b = bar(slot);  // once: the asm's memory clobber would have the members loaded again
+    // Every address first: after each asm's memory clobber the members would be loaded again,
+    // one shared load after another on the refilling warp's path.
+    const uint32_t at = smem_address(tag + slot), b = bar(slot), to = address(slot);
+    asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(at), "r"(chunk) : "memory");
     mbar_arrive_expect_tx(b, bytes);
-    bulk_copy_to_shared(address(slot), src, bytes, b);
+    bulk_copy_to_shared(to, src, bytes, b);
   }
 
   // Whether `chunk` has landed in its slot, whose mbarrier phase it completes has `parity`. The
