@@ -5,6 +5,7 @@
 # same call, so their ms/token compare as ratios.
 #
 #   scripts/gpu-variants.sh NAME=FLAGS...       e.g. base= 'lif16=-DSP_EXP_LIF=16'
+#   NAME=cuda:FLAGS                            flags for nvcc only, e.g. 'r0=cuda:-Xptxas --register-usage-level=0'
 #   NAME=@TARBALL                              the sources of another commit, e.g. made by
 #                                              `git archive -o old.tar REV` (untracked files travel)
 #   SPINDLE_EXTRA_DEBS=DIR      unpack the build dependencies' .debs first (as gpu-test.sh)
@@ -39,12 +40,15 @@ names=()
 for v in "$@"; do
   name=${v%%=*} flags=${v#*=} src=.
   names+=("$name")
-  if [[ $flags == @* ]]; then
+  cuda_flags=$flags
+  if [[ $flags == cuda:* ]]; then
+    cuda_flags=${flags#cuda:} flags=
+  elif [[ $flags == @* ]]; then
     src=build-var/$name-src
     rm -rf "$src" && mkdir -p "$src" && tar -xf "${flags#@}" -C "$src" || exit 1
-    flags=
+    flags= cuda_flags=
   fi
-  (cmake -S "$src" -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" &&
+  (cmake -S "$src" -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$cuda_flags" "-DCMAKE_CXX_FLAGS=$flags" &&
      cmake --build "build-var/$name" --target spindle -j"$(($(nproc) / $# + 1))") >"build-var/build-$name.log" 2>&1 &
 done
 wait
