@@ -8,6 +8,7 @@
 #   NAME=cuda:FLAGS                            flags for nvcc only, e.g. 'r0=cuda:-Xptxas --register-usage-level=0'
 #   NAME=@TARBALL                              the sources of another commit, e.g. made by
 #                                              `git archive -o old.tar REV` (untracked files travel)
+#   NAME=@TARBALL:cuda:FLAGS                   those sources with flags for nvcc only
 #   SPINDLE_EXTRA_DEBS=DIR      unpack the build dependencies' .debs first (as gpu-test.sh)
 #   SPINDLE_VARIANT_MODELS="…"  models to bench (default: qwen3-0.6b qwen3-8b), synthetic presets
 #   SPINDLE_VARIANT_BENCH="…"   bench options (default: megakernel and graph, position 1, 64 tokens)
@@ -44,9 +45,10 @@ for v in "$@"; do
   if [[ $flags == cuda:* ]]; then
     cuda_flags=${flags#cuda:} flags=
   elif [[ $flags == @* ]]; then
-    src=build-var/$name-src
-    rm -rf "$src" && mkdir -p "$src" && tar -xf "${flags#@}" -C "$src" || exit 1
-    flags= cuda_flags=
+    src=build-var/$name-src tarball=${flags#@} cuda_flags=
+    if [[ $tarball == *:cuda:* ]]; then cuda_flags=${tarball#*:cuda:} tarball=${tarball%%:cuda:*}; fi
+    rm -rf "$src" && mkdir -p "$src" && tar -xf "$tarball" -C "$src" || exit 1
+    flags=
   fi
   (cmake -S "$src" -B "build-var/$name" -G Ninja "${args[@]}" "-DCMAKE_CUDA_FLAGS=$cuda_flags" "-DCMAKE_CXX_FLAGS=$flags" &&
      cmake --build "build-var/$name" --target spindle -j"$(($(nproc) / $# + 1))") >"build-var/build-$name.log" 2>&1 &
