@@ -238,17 +238,7 @@ __device__ inline bool flagged_pair_sums(const unsigned long long* at, size_t st
   return true;
 }
 
-__device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp);  // below, with release_deferred
-
-// The releases every warp held back (`s`'s queues), issued by one lane of each warp from `first`
-// on, warp w taking queues w - first, w - first + (8 - first), ...: while the warps before it
-// work, warp 0 summing a norm's squares (first 1: warp w takes warp w - 1's, warp 1 also warp
-// 7's), or warps 0 to G + 1 normalising the heads (front).
-__device__ inline void release_queues_from(const StreamState& s, uint32_t first) {
-  constexpr uint32_t kWarps = kThreads / 32;
-  if (warp_id() < first || lane_id() != 0) return;
-  for (uint32_t q = warp_id() - first; q < kWarps; q += kWarps - first) release_queue(s, q);
-}
+__device__ __noinline__ void release_queues_from(const StreamState& s, uint32_t first);  // below, with release_queue
 
 // Starts copying a norm's H weights into the block's norm buffer, where the next norm_into reads
 // them: called before a hop's wait, so the copy lands during it.
@@ -475,6 +465,20 @@ __device__ __noinline__ void release_queue(const StreamState& s, uint32_t warp) 
       q[i].x = ~0u;
     }
 }
+// The releases every warp held back (`s`'s queues), issued by the warps from `first` on, a lane
+// a queue: warp w's lanes 0, 1, ... take queues w - first, w - first + (8 - first), ..., each its
+// entries in order, while the warps before it work: warp 0 summing a norm's squares (first 1:
+// warp w takes warp w - 1's, warp 1 also warp 7's), or warps 0 to G + 1 normalising the heads
+// (front). One lane taking a warp's two queues in turn kept the norm's barrier waiting for up
+// to four refills one after another (marks: ~0.2 us a norm); a lane for each entry issued a
+// warp's copies all at once, and their burst slowed the phase that followed.
+__device__ __noinline__ void release_queues_from(const StreamState& s, uint32_t first) {
+  constexpr uint32_t kWarps = kThreads / 32;
+  const uint32_t q = warp_id() - first + lane_id() * (kWarps - first);
+  if (warp_id() < first || q >= kWarps) return;
+  release_queue(s, q);
+}
+
 // Each warp's own held-back releases, by every thread, where the block waits next: after a hop
 // that no phase of the block follows, and before the token's poll. With `stagger` (ns), warp w
 // first sleeps w * stagger: a block that only waits spreads its copies over the wait, where
