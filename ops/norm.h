@@ -19,10 +19,13 @@ struct NormSpec {
   float eps;
 };
 
-// 1/rms from ss, the canonical dot of x̂ with itself over K elements.
+// 1/rms from ss, the canonical dot of x̂ with itself over K elements. Where K is a power of two,
+// ss / K is ss times 1/K: both round the exact ss / K once, so the bits are the same, and 1/K
+// (integer steps, independent of ss) keeps the division off the norm's path.
 template <class Acc>
 SP_HDI Acc rms_inverse(Acc ss, uint32_t K, float eps) {
-  return pm_rsqrt(ss / Acc(K) + Acc(eps));
+  const Acc mean = K && (K & (K - 1)) == 0 ? ss * Acc(inverse_power_of_two(K)) : ss / Acc(K);
+  return pm_rsqrt(mean + Acc(eps));
 }
 
 // One output element from x̂_k, 1/rms and ŵ_k.

@@ -5,6 +5,8 @@
 #pragma once
 #include <math.h>
 
+#include <bit>
+
 #include "ops/bf16.h"
 #include "ops/hd.h"
 
@@ -44,6 +46,16 @@ SP_HDI double pm_sqrt(double x) { return sqrt(x); }
 
 template <class T>
 SP_HDI T pm_rsqrt(T x) { return T(1) / pm_sqrt(x); }
+
+// 1/K, exactly, for K a power of two (2^-31 at the least, a normal float).
+SP_HDI float inverse_power_of_two(uint32_t K) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t n = __ffs(K) - 1;
+#else
+  const uint32_t n = std::countr_zero(K);
+#endif
+  return f32_from_bits((127u - n) << 23);
+}
 
 template <class T>
 SP_HDI T pm_sigmoid(T x) { return T(1) / (T(1) + pm_exp(-x)); }

@@ -1,4 +1,4 @@
-// The numeric building blocks: pm_exp, the canonical dot order, and bf16 rounding.
+// The numeric building blocks: pm_exp, the canonical dot order, bf16 rounding and 1/rms.
 #include <doctest/doctest.h>
 
 #include <cfloat>
@@ -7,6 +7,7 @@
 
 #include "ops/acc.h"
 #include "ops/dot.h"
+#include "ops/norm.h"
 #include "ops/pmath.h"
 #include "tests/ops_reference.h"
 
@@ -160,4 +161,29 @@ TEST_CASE("to_bf16 of double: one rounding not two") {
   CHECK(to_bf16(1e-300) == 0x0000);
   CHECK(to_bf16(-1e-300) == 0x8000);
   CHECK((to_bf16(double(NAN)) & 0x7fff) > 0x7f80);
+}
+
+TEST_CASE("inverse_power_of_two: 1/K for every power of two") {
+  for (uint32_t n = 0; n < 32; ++n) CHECK(inverse_power_of_two(1u << n) == 1.0f / float(1u << n));
+}
+
+TEST_CASE_TEMPLATE("rms_inverse: the division's bits for every K", Acc, float, double) {
+  // Sums of squares over the whole range (subnormal to infinite), K powers of two (the product
+  // path) and others (the division), against the formula itself.
+  std::mt19937 rng(13);
+  const Acc specials[] = {Acc(0), Acc(f32_from_bits(1)), Acc(f32_from_bits(0x007fffffu)), Acc(FLT_MAX),
+                          Acc(INFINITY)};
+  for (uint32_t i = 0; i < 20000; ++i) {
+    const Acc ss = i < 5 ? specials[i] : Acc(f32_from_bits(rng() & 0x7fffffffu));
+    const uint32_t K = i % 3 ? 1u << rng() % 32 : random_in(rng, 1, 5000);
+    const float eps = i % 2 ? 1e-6f : 0.0f;
+    const Acc got = rms_inverse(ss, K, eps), want = pm_rsqrt(ss / Acc(K) + Acc(eps));
+    CAPTURE(double(ss));
+    CAPTURE(K);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got));
+    } else {
+      CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+    }
+  }
 }
