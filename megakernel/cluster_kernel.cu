@@ -268,19 +268,22 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
   const float inv = scratch[0];
   // Four elements a thread at a time (8-byte loads and store): four independent chains, where
   // one element a loop trip waited on each of its ~25 dependent instructions in turn.
-  for (uint32_t k = 4 * threadIdx.x; k < H; k += 4 * kThreads) {
-    const uint2 xv = *reinterpret_cast<const uint2*>(x + k), wv = *reinterpret_cast<const uint2*>(w + k);
-    const uint32_t xs[2] = {xv.x, xv.y}, ws[2] = {wv.x, wv.y};
-    uint32_t out[2];
+  with_norm_kind(kind, [&](auto k_kind) {
+    for (uint32_t k = 4 * threadIdx.x; k < H; k += 4 * kThreads) {
+      const uint2 xv = *reinterpret_cast<const uint2*>(x + k), wv = *reinterpret_cast<const uint2*>(w + k);
+      const uint32_t xs[2] = {xv.x, xv.y}, ws[2] = {wv.x, wv.y};
+      uint32_t out[2];
 #pragma unroll
-    for (uint32_t e = 0; e < 2; ++e) {
-      const bf16 lo = rms_norm_element<float>(f32_from_bits(xs[e] << 16), inv, f32_from_bits(ws[e] << 16), kind);
-      const bf16 hi = rms_norm_element<float>(f32_from_bits(xs[e] & 0xffff0000u), inv,
-                                              f32_from_bits(ws[e] & 0xffff0000u), kind);
-      out[e] = uint32_t(lo) | uint32_t(hi) << 16;
+      for (uint32_t e = 0; e < 2; ++e) {
+        const bf16 lo =
+            rms_norm_element<float>(f32_from_bits(xs[e] << 16), inv, f32_from_bits(ws[e] << 16), k_kind.value);
+        const bf16 hi = rms_norm_element<float>(f32_from_bits(xs[e] & 0xffff0000u), inv,
+                                                f32_from_bits(ws[e] & 0xffff0000u), k_kind.value);
+        out[e] = uint32_t(lo) | uint32_t(hi) << 16;
+      }
+      *reinterpret_cast<uint2*>(xn + k) = make_uint2(out[0], out[1]);
     }
-    *reinterpret_cast<uint2*>(xn + k) = make_uint2(out[0], out[1]);
-  }
+  });
   __syncthreads();
 }
 

@@ -44,11 +44,15 @@ __device__ inline void norm_rope_in_place(bf16* x, const bf16* w, const bf16* ro
                                           float eps, uint32_t norm_kind) {
   // One chunk in flight: a head is 128 or 256 elements, one or no chunk a lane.
   const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared, 1>(x, x, D), D, eps);
-  auto normed = [&](uint32_t d) { return rms_norm_element<float>(widen<float>(x[d]), inv, widen<float>(w[d]), norm_kind); };
-  for (uint32_t i = lane_id(); i < half; i += 32)
-    rope_pair<float>(widen<float>(normed(i)), widen<float>(normed(i + half)), widen<float>(rope_row[i]),
-                     widen<float>(rope_row[half + i]), x[i], x[i + half]);
-  for (uint32_t d = 2 * half + lane_id(); d < D; d += 32) x[d] = normed(d);
+  with_norm_kind(norm_kind, [&](auto kind) {
+    auto normed = [&](uint32_t d) {
+      return rms_norm_element<float>(widen<float>(x[d]), inv, widen<float>(w[d]), kind.value);
+    };
+    for (uint32_t i = lane_id(); i < half; i += 32)
+      rope_pair<float>(widen<float>(normed(i)), widen<float>(normed(i + half)), widen<float>(rope_row[i]),
+                       widen<float>(rope_row[half + i]), x[i], x[i + half]);
+    for (uint32_t d = 2 * half + lane_id(); d < D; d += 32) x[d] = normed(d);
+  });
   __syncwarp();
 }
 

@@ -35,6 +35,19 @@ SP_HDI bf16 rms_norm_element(Acc x, Acc inv, Acc w, uint32_t kind) {
   return to_bf16(rounded(x * inv) * w);
 }
 
+// f(k) where k.value is `kind` (SP_NORM_*) as a constant, so that the elements f normalises hold
+// no branch on it: on the GPU each element's branch made it a block of code of its own, and a
+// thread's elements ran one after another where they could overlap.
+template <uint32_t Kind>
+struct NormKindConstant {
+  static constexpr uint32_t value = Kind;
+};
+template <class F>
+SP_HDI void with_norm_kind(uint32_t kind, F&& f) {
+  if (kind == SP_NORM_ZERO_CENTRED) f(NormKindConstant<SP_NORM_ZERO_CENTRED>{});
+  else f(NormKindConstant<SP_NORM_STANDARD>{});
+}
+
 // out[k] = RMSNorm(x)[k] for k < K; Out is bf16, float or double (holding bf16 values).
 template <class Acc, class Out>
 void rms_norm(const bf16* x, uint32_t K, const NormSpec& norm, Out* out) {
