@@ -138,11 +138,9 @@ __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const 
     }
     __syncthreads();
     const float iv = *inv;
-    with_norm_kind(p.norm_kind, [&](auto kind) {
 #pragma unroll 2
-      for (uint32_t k = threadIdx.x; k < K; k += blockDim.x)
-        n[k] = rms_norm_element<float>(widen<float>(n[k]), iv, widen<float>(w[k]), kind.value);
-    });
+    for (uint32_t k = threadIdx.x; k < K; k += blockDim.x)
+      n[k] = rms_norm_element<float>(widen<float>(n[k]), iv, widen<float>(w[k]), p.norm_kind);
     __syncthreads();
   }
   if (cache && threadIdx.x == 0) *cache = key;  // every thread has read the old key above
