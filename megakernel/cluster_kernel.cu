@@ -615,25 +615,45 @@ __device__ inline bool hop(Block& b, const bf16* base, bf16* out, const unsigned
 }
 
 // The G heads' outputs from their chunks' partial rows (recv: [head][chunk][ps], in place), with
-// attn_merge_head's math and order: thread i < G * used computes its head's max and chunk i's
-// weight, then every element is merged over the chunks unrolled (at most kClusterRanks), so its
-// loads are all in flight at once. merge_heads' separate pass for the maxes took one more barrier
-// and its chunk loop waited on each chunk's loads in turn (the merge took ~1.2 us: marks).
+// attn_merge_head's math and order: thread 8h + c (< 8G) computes head h's max and chunk c's
+// weight, then every element is merged over the chunks. Both passes load every one of the
+// kClusterRanks chunks' values (the buffer holds them all; a chunk past `used` holds stale rows)
+// before using any, and leave the absent chunks out by a select: with a test around each
+// chunk's loads, ptxas kept the loads inside each chunk's branch and the chunks ran one after
+// another (fifty-first session, SASS). merge_heads' separate pass for the maxes took one more
+// barrier (the merge took ~1.2 us: marks).
 __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t ps, uint32_t used, uint32_t D,
                                     uint32_t G, bf16* out) {
-  if (threadIdx.x < G * used) {
-    const float* rows = recv + threadIdx.x / used * kClusterRanks * ps;
-    const uint32_t c = threadIdx.x % used;
-    weights[threadIdx.x] = attn_merge_weight<float>(rows + c * ps, attn_merge_max<float>(rows, ps, used));
+  if (threadIdx.x < G * kClusterRanks) {
+    const float* rows = recv + threadIdx.x / kClusterRanks * kClusterRanks * ps;
+    const uint32_t c = threadIdx.x % kClusterRanks;
+    float m[kClusterRanks];
+#pragma unroll
+    for (uint32_t k = 0; k < kClusterRanks; ++k) m[k] = rows[k * ps];
+    float M = -INFINITY;
+#pragma unroll
+    for (uint32_t k = 0; k < kClusterRanks; ++k) M = k < used ? attn_merge_max_step(M, m[k]) : M;
+    if (c < used) weights[threadIdx.x] = attn_merge_weight<float>(rows + c * ps, M);
   }
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < G * D; i += kThreads) {
     const uint32_t h = i / D, d = i % D;
-    const float *rows = recv + h * kClusterRanks * ps, *w = weights + h * used;
+    const float *rows = recv + h * kClusterRanks * ps, *w = weights + h * kClusterRanks;
+    float l[kClusterRanks], acc[kClusterRanks], wc[kClusterRanks];
+#pragma unroll
+    for (uint32_t c = 0; c < kClusterRanks; ++c) {
+      l[c] = rows[c * ps + 1];
+      acc[c] = rows[c * ps + 2 + d];
+      wc[c] = w[c];
+    }
     float L = 0.0f, o = 0.0f;
 #pragma unroll
-    for (uint32_t c = 0; c < kClusterRanks; ++c)
-      if (c < used) attn_merge_add<float>(L, o, rows[c * ps + 1], rows[c * ps + 2 + d], w[c]);
+    for (uint32_t c = 0; c < kClusterRanks; ++c) {
+      float Lc = L, oc = o;
+      attn_merge_add<float>(Lc, oc, l[c], acc[c], wc[c]);
+      L = c < used ? Lc : L;
+      o = c < used ? oc : o;
+    }
     out[i] = to_bf16(o / L);
   }
   __syncthreads();

@@ -74,11 +74,16 @@ void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride,
 // (docs/numerics.md, ATTENTION), element by element, so every executor runs the same formula:
 // M = attn_merge_max, the weight of chunk c is w(c) = attn_merge_weight(row c, M), and
 // out_d = attn_merge_element.
+// One chunk's step of attn_merge_max: M (the earlier chunks', which win ties) or the chunk's m.
+template <class Acc>
+SP_HDI Acc attn_merge_max_step(Acc M, float m) {
+  return Acc(m) > M ? Acc(m) : M;
+}
+
 template <class Acc>
 SP_HDI Acc attn_merge_max(const float* rows, size_t row_stride, uint32_t used) {
   Acc M = -INFINITY;
-  for (uint32_t c = 0; c < used; ++c)
-    if (Acc(rows[c * row_stride]) > M) M = Acc(rows[c * row_stride]);
+  for (uint32_t c = 0; c < used; ++c) M = attn_merge_max_step(M, rows[c * row_stride]);
   return M;
 }
 
