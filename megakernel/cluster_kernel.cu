@@ -617,7 +617,7 @@ __device__ inline bool hop(Block& b, const bf16* base, bf16* out, const unsigned
 // The G heads' outputs from their chunks' partial rows (recv: [head][chunk][ps], in place), with
 // attn_merge_head's math and order: thread 8h + c (< 8G) computes head h's max and chunk c's
 // weight, then every element is merged over the chunks. Both passes load every one of the
-// kClusterRanks chunks' values (the buffer holds them all; a chunk past `used` holds stale rows)
+// kClusterRanks chunks' values (the buffer holds them all; past `used`, stale or unwritten ones)
 // before using any, and leave the absent chunks out by a select: with a test around each
 // chunk's loads, ptxas kept the loads inside each chunk's branch and the chunks ran one after
 // another (fifty-first session, SASS). merge_heads' separate pass for the maxes took one more

@@ -70,16 +70,17 @@ void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride,
   for (uint32_t d = 0; d < D; ++d) row[2 + d] = float(acc[d]);
 }
 
-// The merge of a q head's partial rows {m, l, acc[D]} from the `used` non-empty chunks
-// (docs/numerics.md, ATTENTION), element by element, so every executor runs the same formula:
-// M = attn_merge_max, the weight of chunk c is w(c) = attn_merge_weight(row c, M), and
-// out_d = attn_merge_element.
-// One chunk's step of attn_merge_max: M (the earlier chunks', which win ties) or the chunk's m.
+// One chunk's step of attn_merge_max (below): M (the earlier chunks', which win ties) or the
+// chunk's m.
 template <class Acc>
 SP_HDI Acc attn_merge_max_step(Acc M, float m) {
   return Acc(m) > M ? Acc(m) : M;
 }
 
+// The merge of a q head's partial rows {m, l, acc[D]} from the `used` non-empty chunks
+// (docs/numerics.md, ATTENTION), element by element, so every executor runs the same formula:
+// M = attn_merge_max, the weight of chunk c is w(c) = attn_merge_weight(row c, M), and
+// out_d = attn_merge_element.
 template <class Acc>
 SP_HDI Acc attn_merge_max(const float* rows, size_t row_stride, uint32_t used) {
   Acc M = -INFINITY;
