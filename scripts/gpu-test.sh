@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU test run, made for one call on the GPU machine: configure and build for sm_90, the
-# CUDA tests, compute-sanitizer memcheck and racecheck on the tiny CUDA tests, the CPU test
-# suite, then a summary table (printed last). Each step's log goes to $OUT when set (the
+# CUDA tests, compute-sanitizer memcheck and racecheck on a subset of them (sanitize_step), the
+# CPU test suite, then a summary table (printed last). Each step's log goes to $OUT when set (the
 # device tool brings that folder back), else build-gpu/logs.
 #
 #   SPINDLE_EXTRA_DEBS=DIR   unpack the .deb files in DIR (build dependencies) into a private
@@ -13,7 +13,7 @@
 #                            megakernel with static lists, at positions 1 and 4096 (bench.log)
 #   SPINDLE_GPU_SANITIZE=0   skip compute-sanitizer (memcheck, racecheck); =memcheck or
 #                            =racecheck runs that one alone
-#   SPINDLE_GPU_SANITIZE_SHARD=k/n  run the sanitizers over the k-th of n shares of the tiny
+#   SPINDLE_GPU_SANITIZE_SHARD=k/n  run the sanitizers over the k-th of n shares of their
 #                            test cases (cases k-1, k-1+n, …): racecheck over all of them takes
 #                            longer than one device call, so it runs as 1/2, then 2/2
 #   SPINDLE_GPU_CPU=0        skip building and running the CPU suite (with no vulkan step
@@ -118,11 +118,16 @@ if command -v cuobjdump >/dev/null; then
 fi
 cuda_tests_step() { step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true; }
 
-# The tiny subset under the sanitizers, and the hand-built model whose preloaded rows take the
-# shared-memory dot (tiny's rows are too short for it), without the static schedule: it needs
-# every block resident at once, which a sanitizer that serialises blocks would not give. One
-# sanitizer run a test case, each case's seconds in the log, so a slow case is named and a share
-# of the cases (SPINDLE_GPU_SANITIZE_SHARD) fits a device call.
+# Under the sanitizers: the tiny subset; the hand-built model whose preloaded rows take the
+# shared-memory dot (tiny's rows are too short for it); the HF fixtures in every mode; and, under
+# memcheck only, the cluster program (qwen3-0.6b shapes) decoding and stopping at bad input with
+# weight copies in flight. Racecheck knows barriers, not the cluster program's weight ring, whose
+# readers hand a slot back by a shared atomic and whose refill lands by an mbarrier
+# (megakernel/weight_ring.cuh): it reports every refill as racing with the slot's last readers
+# (docs/JOURNAL.md, fifty-second session). Not the static schedule: it needs every block resident
+# at once, which a sanitizer that serialises blocks would not give. One sanitizer run a test
+# case, each case's seconds in the log, so a slow case is named and a share of the cases
+# (SPINDLE_GPU_SANITIZE_SHARD) fits a device call.
 sanitize_cases() {  # TOOL SANITIZER TESTS K N FILTERS...
   local tool=$1 sanitizer=$2 tests=$3 k=$4 n=$5 i=0 rc=0 t0 c
   shift 5
@@ -144,11 +149,12 @@ sanitize_step() {
   [[ $shard =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] && k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]} && ((k <= n)) ||
     { echo "SPINDLE_GPU_SANITIZE_SHARD is k/n with 1 <= k <= n, not '$shard'"; return 1; }
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  local tiny=(-tc='tiny*,projection rows read from their preloaded copy*' -tce='*static*')
+  local both='tiny*,projection rows read from their preloaded copy*,cuda: the HF*'
+  local -A cases=([memcheck]="$both,the cluster program stops at*" [racecheck]="$both")
   for tool in memcheck racecheck; do
     [[ $which == 1 || $which == "$tool" ]] || continue
     step "$tool" "$tool" 590 bash -c "$(declare -f sanitize_cases); sanitize_cases \"\$@\"" _ "$tool" "$sanitizer" \
-      "$cuda_tests" "$k" "$n" "${tiny[@]}"
+      "$cuda_tests" "$k" "$n" -tc="${cases[$tool]}" -tce='*static*'
   done
 }
 

@@ -16,19 +16,17 @@
 #include "megakernel/cluster_kernel.h"
 #include "megakernel/cuda_executor.h"
 #include "ops/attention.h"
+#include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
 
 using namespace spindle;
 
 namespace {
 
-ExecutorOptions cuda_options(CudaMode mode, bool cluster, uint32_t workers = 0) {
-  ExecutorOptions o;
-  o.kind = ExecutorKind::Cuda;
-  o.cuda_mode = mode;
-  o.workers = workers;
-  o.watchdog_ms = 10000;  // a hang fails in seconds
-  o.megakernel.cluster_program = cluster;
+// The cluster program (megakernel/cluster_program.h) on `workers` blocks, 0: every co-resident cluster.
+ExecutorOptions cluster_options(uint32_t workers = 0) {
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, workers);
+  o.megakernel.cluster_program = true;
   return o;
 }
 
@@ -51,7 +49,7 @@ TEST_CASE("qwen3-0.6b built for the cluster program: it gives the sequential ref
     const Decoded expect = run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 3);
     for (uint32_t workers : {0u, std::max(8u, pieces / 8) * 8}) {  // every co-resident cluster, and as few as it needs
       CAPTURE(workers);
-      CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, workers));
+      CudaExecutor ex(g, qwen06b_weights(), cluster_options(workers));
       CAPTURE(ex.describe());
       CHECK(ex.describe().find("cluster program") != std::string::npos);
       check_same(run_decode(ex, g, prompt, 3), expect);
@@ -66,7 +64,7 @@ TEST_CASE("the cluster program matches the per-op mode at short, long and staged
     for (uint32_t start : {0u, 20u, 130u, 700u}) {
       CAPTURE(kv_kb);
       CAPTURE(start);
-      ExecutorOptions per_op = cuda_options(CudaMode::PerOp, false), cluster = cuda_options(CudaMode::Megakernel, true);
+      ExecutorOptions per_op = cuda_options(CudaMode::PerOp), cluster = cluster_options();
       for (ExecutorOptions* o : {&per_op, &cluster}) {
         o->megakernel.attn_kv_bytes = kv_kb << 10;
         o->megakernel.attn_score_bytes = kv_kb << 10;
@@ -93,7 +91,7 @@ TEST_CASE("a launch at short positions gives the front blocks' rings the attenti
   CHECK(short_launch.ring_slots <= graph.mlp_ring_slots);  // attention still takes more than the MLP-only layout
   CHECK(short_launch.mlp_ring_slots == graph.mlp_ring_slots);
   CHECK(cuda::cluster_ring_slots(g.params, chunk, staged, graph.bytes).ring_slots == graph.ring_slots);
-  CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  CudaExecutor ex(g, qwen06b_weights(), cluster_options());
   CHECK(ex.describe().find("weight ring of " + std::to_string(graph.ring_slots) + "-" +
                            std::to_string(short_launch.ring_slots) + " x 16 KiB") != std::string::npos);
 }
@@ -102,15 +100,15 @@ TEST_CASE("the cluster program refuses a graph not built for it, too few cluster
   BuildOptions plain;
   plain.context = 128;
   const Graph g = build_decode_graph(qwen06b_weights(), plain);
-  std::string msg = error_of([&] { CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true)); });
+  std::string msg = error_of([&] { CudaExecutor ex(g, qwen06b_weights(), cluster_options()); });
   CAPTURE(msg);
   CHECK(msg.find("cannot run as the cluster program") != std::string::npos);
   const Graph c = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
-  msg = error_of([&] { CudaExecutor ex(c, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true, 64)); });
+  msg = error_of([&] { CudaExecutor ex(c, qwen06b_weights(), cluster_options(64)); });
   CHECK(msg.find("needs 12 clusters of 8 blocks") != std::string::npos);
   // 200 KiB of K and V staging (chunks of 512 positions at context 4096) leave the ring no room.
   const Graph long_context = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster, 4096);
-  ExecutorOptions o = cuda_options(CudaMode::Megakernel, true);
+  ExecutorOptions o = cluster_options();
   o.megakernel.attn_kv_bytes = 200u << 10;
   msg = error_of([&] { CudaExecutor ex(long_context, qwen06b_weights(), o); });
   CAPTURE(msg);
@@ -123,9 +121,9 @@ TEST_CASE("the cluster program refuses a graph not built for it, too few cluster
 TEST_CASE("the cluster program's trace: each block's phases as the graph tasks whose work they do, in time order") {
   const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   const std::vector<uint32_t> prompt = {9, 151000, 42};
-  CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  CudaExecutor ex(g, qwen06b_weights(), cluster_options());
   ex.set_tracing(true);
-  CudaExecutor untraced(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  CudaExecutor untraced(g, qwen06b_weights(), cluster_options());
   check_same(run_decode(ex, g, prompt, 2), run_decode(untraced, g, prompt, 2));
   const uint32_t steps = 4, L = g.params.n_layers, blocks = ex.workers(), front = 8 * 8, mlp = 12 * 8;
   std::map<std::pair<uint32_t, std::string>, uint32_t> runs;  // (step, op) → records
@@ -165,7 +163,7 @@ TEST_CASE("the cluster program's trace: each block's phases as the graph tasks w
 TEST_CASE("the cluster program stops at a bad token or position with the error naming it, weight copies in flight") {
   const Graph g = qwen06b_graph(qwen06b_weights(), TwoHop::Cluster);
   {
-    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+    CudaExecutor ex(g, qwen06b_weights(), cluster_options());
     ex.state().token = g.params.vocab + 5;
     const std::string msg = error_of([&] { ex.run_steps(1); });
     CAPTURE(msg);
@@ -173,7 +171,7 @@ TEST_CASE("the cluster program stops at a bad token or position with the error n
     CHECK(msg.find("token " + std::to_string(g.params.vocab + 5)) != std::string::npos);
   }
   {
-    CudaExecutor ex(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+    CudaExecutor ex(g, qwen06b_weights(), cluster_options());
     ex.state().position = g.params.context - 1;
     const std::string msg = error_of([&] { ex.run_steps(2); });
     CAPTURE(msg);
@@ -181,6 +179,6 @@ TEST_CASE("the cluster program stops at a bad token or position with the error n
     CHECK(msg.find("position " + std::to_string(g.params.context) + " is past the KV capacity") != std::string::npos);
   }
   const std::vector<uint32_t> prompt = {9, 151000, 42};
-  CudaExecutor fresh(g, qwen06b_weights(), cuda_options(CudaMode::Megakernel, true));
+  CudaExecutor fresh(g, qwen06b_weights(), cluster_options());
   check_same(run_decode(fresh, g, prompt, 2), run_decode(g, qwen06b_weights(), {ExecutorKind::Sequential}, prompt, 2));
 }

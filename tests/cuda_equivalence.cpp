@@ -14,24 +14,13 @@
 #include "host/model_weights.h"
 #include "megakernel/cuda_executor.h"
 #include "megakernel/per_op.h"
+#include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
 
 using namespace spindle;
 
 namespace {
-
-ExecutorOptions cuda_options(CudaMode mode, ScheduleKind schedule = ScheduleKind::Ticket, uint32_t workers = 0,
-                             const MegakernelTuning& tuning = {}) {
-  ExecutorOptions o;
-  o.megakernel = tuning;
-  o.kind = ExecutorKind::Cuda;
-  o.cuda_mode = mode;
-  o.schedule = schedule;
-  o.workers = workers;
-  o.watchdog_ms = 10000;  // a hang fails in seconds
-  return o;
-}
 
 const std::vector<uint32_t> kPrompt = {3, 141, 59, 26, 5};
 constexpr uint32_t kNewTokens = 12;

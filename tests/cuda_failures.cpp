@@ -13,23 +13,16 @@
 #include "megakernel/megakernel.h"
 #include "megakernel/task_smem.h"
 #include "tasks/error.h"
+#include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
 
 using namespace spindle;
 
 namespace {
 
-ExecutorOptions megakernel_options() {
-  ExecutorOptions o;
-  o.kind = ExecutorKind::Cuda;
-  o.cuda_mode = CudaMode::Megakernel;
-  o.watchdog_ms = 10000;  // a hang fails in seconds
-  return o;
-}
-
 std::vector<uint32_t> greedy_tokens(ExecutorKind kind) {
   const TinyModel& m = tiny_model();
-  ExecutorOptions o = megakernel_options();
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel);
   o.kind = kind;
   auto ex = make_executor(m.graph, m.weights, o);
   return decode(*ex, m.graph, {1, 2, 3}, 6, {}).tokens;
@@ -38,7 +31,7 @@ std::vector<uint32_t> greedy_tokens(ExecutorKind kind) {
 }  // namespace
 
 TEST_CASE("a graph that never finishes trips the watchdog, and a new executor still runs") {
-  ExecutorOptions o = megakernel_options();
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel);
   o.watchdog_ms = 300;
   check_watchdog_trips(o, "earlier device failure");
 
@@ -55,7 +48,7 @@ TEST_CASE("a projection task never given its input trips the watchdog with its c
   // leaves; the static lists' blocks are all resident and reach the abort at other points.
   for (const ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
     CAPTURE(schedule_kind_name(schedule));
-    ExecutorOptions o = megakernel_options();
+    ExecutorOptions o = cuda_options(CudaMode::Megakernel);
     o.schedule = schedule;
     o.watchdog_ms = 300;
     REQUIRE(o.megakernel.weight_preload_bytes >= 1024);  // tiny's projection tasks are preloaded
@@ -80,7 +73,7 @@ TEST_CASE("tiny: a gang with a missing member trips the watchdog at the gang's b
   for (size_t i = first + 15; i < broken.tasks.size(); ++i) broken.tasks[i].wait_counter = SP_NO_COUNTER;
   for (const ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static}) {
     CAPTURE(schedule_kind_name(schedule));
-    ExecutorOptions o = megakernel_options();
+    ExecutorOptions o = cuda_options(CudaMode::Megakernel);
     o.schedule = schedule;
     o.watchdog_ms = 300;
     auto ex = make_executor(broken, m.weights, o);
@@ -97,7 +90,7 @@ TEST_CASE("tiny: a gang with a missing member trips the watchdog at the gang's b
 
 TEST_CASE("tiny: a token outside the vocabulary is an error naming the embedding task") {
   const TinyModel& m = tiny_model();
-  auto ex = make_executor(m.graph, m.weights, megakernel_options());
+  auto ex = make_executor(m.graph, m.weights, cuda_options(CudaMode::Megakernel));
   ex->state().token = m.graph.params.vocab + 5;
   const std::string msg = error_of([&] { ex->run_steps(1); });
   CAPTURE(msg);
@@ -109,7 +102,7 @@ TEST_CASE("tiny: a position past the KV capacity is an error naming an attention
   const TinyModel& m = tiny_model();
   for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
     CAPTURE(cuda_mode_name(mode));
-    ExecutorOptions o = megakernel_options();
+    ExecutorOptions o = cuda_options(CudaMode::Megakernel);
     o.cuda_mode = mode;
     auto ex = make_executor(m.graph, m.weights, o);
     ex->state().position = m.graph.params.context;
@@ -123,7 +116,7 @@ TEST_CASE("tiny: a position past the KV capacity is an error naming an attention
 
 TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
   const TinyModel& m = tiny_model();
-  auto ex = make_executor(m.graph, m.weights, megakernel_options());
+  auto ex = make_executor(m.graph, m.weights, cuda_options(CudaMode::Megakernel));
   SamplingOptions s;
   s.temperature = 0.8f;
   CHECK(error_of([&] { decode(*ex, m.graph, {1, 2}, 4, s); }) ==
@@ -135,7 +128,7 @@ TEST_CASE("running out of device memory names the bytes and the arena") {
   Graph huge = m.graph;
   const uint64_t bytes = uint64_t(1) << 50;  // a petabyte of KV cache
   huge.arenas[SP_ARENA_KV].bytes = bytes;
-  const std::string msg = error_of([&] { make_executor(huge, m.weights, megakernel_options()); });
+  const std::string msg = error_of([&] { make_executor(huge, m.weights, cuda_options(CudaMode::Megakernel)); });
   CAPTURE(msg);
   CHECK(msg.find("out of device memory") != std::string::npos);
   CHECK(msg.find("arena 'kv'") != std::string::npos);
@@ -150,7 +143,7 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
   BuildOptions b;
   b.context = 4161;
   const Graph g = build_decode_graph(w, b);
-  ExecutorOptions o = megakernel_options();
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel);
   o.megakernel.blocks_per_sm = 2;
   const std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
   CAPTURE(msg);
@@ -186,7 +179,7 @@ TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the 
   uint32_t kv = 1;
   while (attention_bytes(kv) <= uint32_t(limit) - own) ++kv;
   REQUIRE(attention_bytes(kv) <= uint32_t(limit));  // within a block's, not beside the kernel's
-  ExecutorOptions o = megakernel_options();
+  ExecutorOptions o = cuda_options(CudaMode::Megakernel);
   o.megakernel.attn_kv_bytes = kv * 4 * p.head_dim;
   std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
   CAPTURE(msg);
