@@ -10,9 +10,13 @@ std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t wat
   const std::string value = std::to_string(f.value), target = std::to_string(f.target);
   switch (f.kind) {
     case kFailWatchdog: {
+      const std::string waited = "cuda executor watchdog: " + task + " waited over " + std::to_string(watchdog_ms) + " ms ";
+      // The cluster program's waits inside a block or its cluster have no graph counter.
+      if (f.counter == SP_NO_COUNTER)
+        return waited + "inside its block or cluster, on no graph counter: for weights to land in shared memory, or "
+                        "for its cluster's blocks at a cluster barrier";
       const std::string counter = f.counter < g.counter_names.size() ? g.counter_names[f.counter] : "?";
-      return "cuda executor watchdog: " + task + " waited over " + std::to_string(watchdog_ms) + " ms on counter " +
-             std::to_string(f.counter) + " (" + counter + "): value " + value + ", needs " + target;
+      return waited + "on counter " + std::to_string(f.counter) + " (" + counter + "): value " + value + ", needs " + target;
     }
     case kFailGangWatchdog: {
       const uint32_t width = f.task < g.tasks.size() ? sp_gang_width(g.tasks[f.task]) : 0u;

@@ -1,5 +1,6 @@
 // The words for a failure the kernels recorded: the task by index and opcode, the step, and
-// for the watchdog the counter by name with its value and target.
+// for the watchdog the counter by name with its value and target (or, for the cluster program's
+// waits inside a block or cluster, what such a wait is for).
 #pragma once
 #include <cstdint>
 #include <string>
