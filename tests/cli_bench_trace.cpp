@@ -1,6 +1,13 @@
 // spindle bench and trace export on the tiny synthetic model.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
@@ -37,7 +44,8 @@ TEST_CASE("bench refuses zero tokens") {
 TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   ScratchDir dir;
   const auto trace = dir.path / "t.json", csv = dir.path / "t.csv";
-  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -w 2 -o " + trace.string() + " --csv " + csv.string());
+  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -w 2 --copy-gib 0.0625 -o " + trace.string() +
+                              " --csv " + csv.string());
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(spindle::test::slurp(trace));
@@ -48,12 +56,65 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   CHECK(spindle::test::slurp(csv).rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n", 0) == 0);
   CHECK(r.out_has("bubble fraction"));
   CHECK(r.out_has("gemv"));
+  // "steps: N, median U us a step (traced); weights and K/V read at G GB/s, P% of the ceiling (C GB/s, …"
+  const size_t at = r.out.find("steps: ");
+  REQUIRE(at != std::string::npos);
+  unsigned steps = 0;
+  double us = 0, gbs = 0, percent = 0, ceiling = 0;
+  REQUIRE(std::sscanf(r.out.c_str() + at,
+                      "steps: %u, median %lf us a step (traced); weights and K/V read at %lf GB/s, %lf%% of the "
+                      "ceiling (%lf GB/s, host memcpy",
+                      &steps, &us, &gbs, &percent, &ceiling) == 5);
+  CHECK(steps == 5);  // the prompt's 4 tokens, then the first new token's step (the second is sampled by it)
+  CHECK(ceiling > 0);
+  CHECK(percent > 0);
+  // The same from the CSV and `info`'s byte counts: a step's time from the step before's last end
+  // (the first: from its first claim, start - wait), its bytes every weight and K/V rows 0..step.
+  const json info = json::parse(run_cli("info --model synthetic:tiny --json").out);
+  const double weights = info.at("bytes_read_per_token").get<double>(), kv = info.at("kv_bytes_per_position").get<double>();
+  std::map<unsigned, std::pair<double, double>> spans;  // step -> (first claim, last end), ns
+  std::istringstream rows(spindle::test::slurp(csv));
+  std::string line;
+  std::getline(rows, line);  // the header
+  while (std::getline(rows, line)) {
+    unsigned step = 0, task = 0, worker = 0;
+    int layer = 0;
+    char op[32], stage[64];
+    double start = 0, end = 0, wait = 0;
+    std::replace(line.begin(), line.end(), ',', ' ');
+    REQUIRE(std::sscanf(line.c_str(), "%u %u %31s %d %63s %u %lf %lf %lf", &step, &task, op, &layer, stage, &worker,
+                        &start, &end, &wait) == 9);
+    auto [it, fresh] = spans.try_emplace(step, start - wait, end);
+    it->second = {std::min(it->second.first, start - wait), std::max(it->second.second, end)};
+  }
+  REQUIRE(spans.size() == steps);
+  std::vector<double> step_gbs, step_us;
+  double before = spans.begin()->second.first;
+  for (const auto& [step, span] : spans) {
+    step_gbs.push_back((weights + kv * (step + 1)) / (span.second - before));
+    step_us.push_back((span.second - before) / 1e3);
+    before = span.second;
+  }
+  std::sort(step_gbs.begin(), step_gbs.end());
+  std::sort(step_us.begin(), step_us.end());
+  CHECK(std::abs(gbs - step_gbs[2]) <= 0.051);  // the medians of five, printed to 0.1
+  CHECK(std::abs(us - step_us[2]) <= 0.051);
+}
+
+TEST_CASE("bench and trace export refuse a ceiling copy outside 1 MiB to 64 GiB") {
+  for (const std::string command : {"bench --model synthetic:tiny --copy-gib 0", "trace export --model synthetic:tiny --copy-gib 65"}) {
+    CAPTURE(command);
+    const CliResult r = run_cli(command);
+    CHECK(r.status != 0);  // CLI11's code for a value out of range
+    CHECK(r.err_has("--copy-gib"));
+    CHECK(r.err_has("not in range"));
+  }
 }
 
 TEST_CASE("trace export --context builds the graph for that context, and refuses one too small") {
   ScratchDir dir;
   const auto trace = dir.path / "t.json";
-  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -e sequential --context 200 -o " + trace.string());
+  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -e sequential --context 200 --copy-gib 0.0625 -o " + trace.string());
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.err_has("context 200)"));
@@ -66,7 +127,8 @@ TEST_CASE("trace export --position starts the prompt there, the context growing 
   ScratchDir dir;
   const auto trace = dir.path / "t.json";
   const CliResult r =
-      run_cli("trace export --model synthetic:tiny -n 2 -p 1,2 -e sequential --position 200 -o " + trace.string());
+      run_cli("trace export --model synthetic:tiny -n 2 -p 1,2 -e sequential --position 200 --copy-gib 0.0625 -o " +
+              trace.string());
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.err_has("context 204)"));

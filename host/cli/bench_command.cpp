@@ -3,18 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "host/cli/ceiling.h"
 #include "host/cli/commands.h"
 #include "host/cli/graph_stats.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/gates.h"
-#include "host/vulkan_devices.h"
 #include "tasks/error.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "megakernel/cuda_executor.h"
@@ -34,25 +33,6 @@ struct BenchFlags {
   BuildOptions build;           // the tiling options; the context is set from the positions
   bool json = false;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Host memcpy bandwidth (bytes read + written per second, GB/s): the CPU executors' ceiling.
-double host_copy_bandwidth_gbs(size_t bytes) {
-  std::vector<uint8_t> src(bytes, 1), dst(bytes);
-  std::vector<double> s;
-  for (int i = 0; i < 6; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  s.erase(s.begin());  // warm-up: the first pass also faults the pages in
-  return 2.0 * bytes / median(s) / 1e9;
-}
 
 // Points the step state at `position` with token 1 and nothing forced. The KV rows before it
 // hold whatever earlier steps wrote (zeros at first): the memory traffic is that of a real
@@ -121,18 +101,7 @@ void bench(const BenchFlags& f) {
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
-  // The ceiling is the copy bandwidth of the memory the executor reads: the GPU's (CUDA, or
-  // Vulkan on a GPU device), else the host's. Vulkan and the host copy at most 1 GiB (a
-  // Vulkan allocation may not hold 4).
-  double ceiling_gbs = 0;
-  const size_t copy_bytes = size_t(f.copy_gib * double(1ull << 30));
-  const size_t small_copy_bytes = std::min<size_t>(copy_bytes, size_t(1) << 30);
-  const bool vulkan_gpu = base.kind == ExecutorKind::Vulkan && chosen_vulkan_device(base.device).type != "cpu";
-#ifdef SPINDLE_HAVE_CUDA
-  if (cuda) ceiling_gbs = measure_copy_bandwidth_gbs(copy_bytes);
-#endif
-  if (vulkan_gpu) ceiling_gbs = measure_vulkan_copy_bandwidth_gbs(base.device, small_copy_bytes);
-  if (!cuda && !vulkan_gpu) ceiling_gbs = host_copy_bandwidth_gbs(small_copy_bytes);
+  const Ceiling ceiling = measure_ceiling(base, f.copy_gib);
 
   const uint64_t weight_bytes = weight_bytes_per_token(g);
   const uint64_t kv_bytes = kv_bytes_per_position(g);
@@ -145,8 +114,8 @@ void bench(const BenchFlags& f) {
   }
 
   nlohmann::json out = {{"model", f.model},
-                        {"ceiling_gbs", ceiling_gbs},
-                        {"ceiling", cuda || vulkan_gpu ? "device-to-device copy" : "host memcpy"},
+                        {"ceiling_gbs", ceiling.gbs},
+                        {"ceiling", ceiling.what},
                         {"weight_bytes_per_token", weight_bytes},
                         {"kv_bytes_per_position", kv_bytes},
                         {"tokens", f.tokens},
@@ -157,7 +126,7 @@ void bench(const BenchFlags& f) {
     const double kv_rows = r.position + (f.tokens + 1) / 2.0;
     const double bytes = double(weight_bytes) + double(kv_bytes) * kv_rows;
     const double med = median(r.ms_per_token);
-    const double floor_ms = bytes / (ceiling_gbs * 1e9) * 1e3;
+    const double floor_ms = bytes / (ceiling.gbs * 1e9) * 1e3;
     bool same_tokens = true;
     for (const Row& other : rows)
       if (other.position == r.position && other.md5 != r.md5) same_tokens = false;
@@ -178,7 +147,7 @@ void bench(const BenchFlags& f) {
     print_json(out);
     return;
   }
-  std::printf("ceiling: %.0f GB/s (%s, median)\n", ceiling_gbs, out["ceiling"].get<std::string>().c_str());
+  std::printf("ceiling: %.0f GB/s (%s, median)\n", ceiling.gbs, ceiling.what.c_str());
   std::printf("model: %s, weights read per token %.3f GB, KV %.1f KB per position\n", f.model.c_str(),
               weight_bytes / 1e9, kv_bytes / 1e3);
   std::printf("%8s  %-11s %10s %9s %9s %8s %9s %7s  %s\n", "position", "mode", "ms/token", "min", "max", "GB/s",
@@ -209,9 +178,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
       ->capture_default_str();
   add_tiling_options(*cmd, f->build);
-  cmd->add_option("--copy-gib", f->copy_gib,
-                  "size of the copy that measures the bandwidth ceiling (GiB; at most 1 for vulkan and the host)")
-      ->capture_default_str();
+  add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->callback([f] { bench(*f); });
 }

@@ -36,6 +36,14 @@ void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& whe
       ->capture_default_str();
 }
 
+void add_copy_option(CLI::App& cmd, double& copy_gib) {
+  cmd.add_option("--copy-gib", copy_gib,
+                 "size of the copy that measures the bandwidth ceiling (GiB, 1/1024 to 64; at most 1 for vulkan and "
+                 "the host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0 / 1024, 64.0));
+}
+
 void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
   cmd.add_option("--rows-per-tile", build.rows_per_tile,
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")

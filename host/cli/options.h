@@ -20,6 +20,10 @@ void add_model_option(CLI::App& cmd, std::string& model);
 // --context; `when_zero` says what the command does without it.
 void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
 
+// --copy-gib: the size of the copy that measures the bandwidth ceiling (host/cli/ceiling.h), in
+// GiB from 1/1024 (1 MiB) to 64; the default is copy_gib's value.
+void add_copy_option(CLI::App& cmd, double& copy_gib);
+
 // --rows-per-tile, --stage-tasks, --attn-chunks: how the graph splits its stages into tasks;
 // --o-proj-split, --down-split: how o_proj's and down's dots are summed; --fused-mlp;
 // --kv-head-waits.

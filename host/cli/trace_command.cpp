@@ -1,6 +1,7 @@
 // spindle trace export: run a few decode steps with per-task tracing, write the trace as
 // Chrome/Perfetto JSON and as CSV (one row per task run, for pandas), and print a per-op
-// summary: time, waiting, and the bubble fraction.
+// summary (time, waiting, the bubble fraction) and the steps' achieved bandwidth against the
+// ceiling measured in the same run.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -12,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/cli/ceiling.h"
 #include "host/cli/commands.h"
+#include "host/cli/graph_stats.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/decode.h"
@@ -31,6 +34,7 @@ struct TraceFlags {
   uint32_t position = 0;  // of the prompt's first token
   uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
   BuildOptions build;     // the tiling options
+  double copy_gib = 1;    // the copy that measures the ceiling
 };
 
 std::string task_label(const Graph& g, uint32_t task) {
@@ -132,12 +136,42 @@ void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t wo
   print_sm_placement(tr);
 }
 
+// A step's time, from the step before's last end to its own (the run's first step: from its
+// first claim), as a persistent kernel's steps overlap; the bytes it reads, every weight and
+// the K/V rows 0..its position; so its achieved bandwidth. Medians over the steps.
+void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t first_position,
+                          const Ceiling& ceiling) {
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> spans;  // step -> (first claim, last end)
+  for (const TaskTrace& t : tr) {
+    auto& [claim, end] = spans.try_emplace(t.step, t.start_ns - t.wait_ns, t.end_ns).first->second;
+    claim = std::min(claim, t.start_ns - t.wait_ns);
+    end = std::max(end, t.end_ns);
+  }
+  const uint64_t weights = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
+  const uint32_t first_step = spans.begin()->first;
+  std::vector<double> us, gbs;
+  uint64_t before = spans.begin()->second.first;
+  for (const auto& [step, span] : spans) {
+    const double ns = double(span.second - before);
+    const double bytes = double(weights) + double(kv) * (first_position + step - first_step + 1);
+    before = span.second;
+    us.push_back(ns / 1e3);
+    gbs.push_back(bytes / ns);  // bytes a ns: GB/s
+  }
+  const double achieved = median(gbs);
+  std::printf("steps: %zu, median %.1f us a step (traced); weights and K/V read at %.1f GB/s, %.1f%% of the "
+              "ceiling (%.0f GB/s, %s, median)\n",
+              spans.size(), median(us), achieved, 100 * achieved / ceiling.gbs, ceiling.gbs, ceiling.what.c_str());
+}
+
 void export_trace(const TraceFlags& f) {
   const std::vector<uint32_t> prompt = parse_token_ids(f.prompt_ids, "--prompt-ids");
   BuildOptions build = f.build;
   build.context = f.context ? f.context : f.position + uint32_t(prompt.size()) + f.tokens;
   const auto session = open_session(f.model, build);
-  auto ex = open_executor(*session, executor_options(f.executor));
+  const ExecutorOptions options = executor_options(f.executor);
+  const Ceiling ceiling = measure_ceiling(options, f.copy_gib);
+  auto ex = open_executor(*session, options);
   ex->set_tracing(true);
   decode(*ex, session->graph, prompt, f.tokens, {}, f.position);
   const std::vector<TaskTrace>& tr = ex->trace();
@@ -146,6 +180,7 @@ void export_trace(const TraceFlags& f) {
   std::fprintf(stderr, "spindle: wrote %zu task records to %s\n", tr.size(), f.out.c_str());
   if (!f.csv.empty()) write_csv(session->graph, tr, f.csv);
   print_summary(session->graph, tr, ex->worker_count());
+  print_step_bandwidth(session->graph, tr, f.position, ceiling);
 }
 
 }  // namespace
@@ -155,7 +190,9 @@ void add_trace_command(CLI::App& app) {
   trace->require_subcommand(1);
   auto f = std::make_shared<TraceFlags>();
   CLI::App* cmd = trace->add_subcommand(
-      "export", "Decode with per-task tracing; write Chrome/Perfetto JSON (and CSV) and print a per-op summary");
+      "export",
+      "Decode with per-task tracing; write Chrome/Perfetto JSON (and CSV), print a per-op summary and the steps' "
+      "achieved bandwidth against the measured ceiling");
   add_model_option(*cmd, f->model);
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--prompt-ids,-p", f->prompt_ids, "prompt token ids, comma-separated")->capture_default_str();
@@ -169,6 +206,7 @@ void add_trace_command(CLI::App& app) {
   add_context_option(*cmd, f->context,
                      "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
   add_tiling_options(*cmd, f->build);
+  add_copy_option(*cmd, f->copy_gib);
   cmd->callback([f] { export_trace(*f); });
 }
 
