@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
@@ -65,7 +66,7 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
                       "steps: %u, median %lf us a step (traced); weights and K/V read at %lf GB/s, %lf%% of the "
                       "ceiling (%lf GB/s, host memcpy",
                       &steps, &us, &gbs, &percent, &ceiling) == 5);
-  CHECK(steps == 5);  // the prompt's 4 tokens, then the first new token's step (the second is sampled by it)
+  CHECK(steps == 5);  // one a prompt token (the 4th samples the first new one), then the first new token's
   CHECK(ceiling > 0);
   CHECK(percent > 0);
   // The same from the CSV and `info`'s byte counts: a step's time from the step before's last end
@@ -84,8 +85,9 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
     std::replace(line.begin(), line.end(), ',', ' ');
     REQUIRE(std::sscanf(line.c_str(), "%u %u %31s %d %63s %u %lf %lf %lf", &step, &task, op, &layer, stage, &worker,
                         &start, &end, &wait) == 9);
-    auto [it, fresh] = spans.try_emplace(step, start - wait, end);
-    it->second = {std::min(it->second.first, start - wait), std::max(it->second.second, end)};
+    auto& [claim, last] = spans.try_emplace(step, start - wait, end).first->second;
+    claim = std::min(claim, start - wait);
+    last = std::max(last, end);
   }
   REQUIRE(spans.size() == steps);
   std::vector<double> step_gbs, step_us;
@@ -114,7 +116,8 @@ TEST_CASE("bench and trace export refuse a ceiling copy outside 1 MiB to 64 GiB"
 TEST_CASE("trace export --context builds the graph for that context, and refuses one too small") {
   ScratchDir dir;
   const auto trace = dir.path / "t.json";
-  const CliResult r = run_cli("trace export --model synthetic:tiny -n 2 -e sequential --context 200 --copy-gib 0.0625 -o " + trace.string());
+  const CliResult r =
+      run_cli("trace export --model synthetic:tiny -n 2 -e sequential --context 200 --copy-gib 0.0625 -o " + trace.string());
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.err_has("context 200)"));
