@@ -26,6 +26,16 @@ size_t argmax(std::span<const float> row) {
   return size_t(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// Throws "`whose` logit of token T at position P is V" for the first logit that is not finite:
+// a distribution with one is no distribution, and log_softmax would pass over it quietly.
+void require_finite(const LogitRows& rows, const std::string& whose) {
+  for (size_t t = 0; t < rows.size(); ++t)
+    for (size_t i = 0; i < rows[t].size(); ++i)
+      if (!std::isfinite(rows[t][i]))
+        throw Error(whose + " logit of token " + std::to_string(i) + " at position " + std::to_string(t) +
+                    " is " + std::to_string(rows[t][i]) + ": the gate compares finite logits only");
+}
+
 }  // namespace
 
 std::string token_md5(std::span<const uint32_t> ids) {
@@ -64,6 +74,8 @@ KlReport compare_logits(const LogitRows& ref, const LogitRows& ours) {
     throw Error("KL: the reference has " + std::to_string(ref.size()) + " positions, ours " +
                 std::to_string(ours.size()));
   if (ref.empty()) throw Error("KL: no positions to compare");
+  require_finite(ref, "KL: the reference's");
+  require_finite(ours, "KL: our");
   KlReport r;
   r.positions = ref.size();
   size_t agree = 0;
@@ -104,6 +116,7 @@ LogitRows read_reference_logits(const std::filesystem::path& file, size_t positi
     std::memcpy(row.data(), src, vocab * sizeof(float));
     src += vocab * sizeof(float);
   }
+  require_finite(rows, where + "the reference's");
   return rows;
 }
 

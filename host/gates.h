@@ -26,7 +26,8 @@ struct KlReport {
   double top1_agreement = 0;  // fraction of positions whose argmax (first on ties) agrees
 };
 
-// Throws spindle::Error when the shapes differ or there are no positions.
+// Throws spindle::Error when the shapes differ, there are no positions, or a logit on either
+// side is not finite (naming the side, the position and the token).
 KlReport compare_logits(const LogitRows& ref, const LogitRows& ours);
 
 struct KlThresholds {
@@ -38,7 +39,8 @@ struct KlThresholds {
 bool kl_passes(const KlReport& r, const KlThresholds& t);
 
 // Reads the f32 tensor `logits` of shape [positions, vocab] from a safetensors file. Throws
-// spindle::Error naming the file when it is missing, has another dtype, or another shape.
+// spindle::Error naming the file when it is missing, has another dtype, another shape, or a
+// logit that is not finite.
 LogitRows read_reference_logits(const std::filesystem::path& file, size_t positions,
                                 uint32_t vocab);
 

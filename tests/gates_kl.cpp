@@ -48,9 +48,24 @@ TEST_CASE("KL is computed in double: large logits do not overflow") {
 }
 
 TEST_CASE("a token the reference gives zero weight adds nothing") {
-  const float inf = std::numeric_limits<float>::infinity();
-  const LogitRows ref = {{0.0f, -inf}}, ours = {{0.0f, 0.0f}};
+  const LogitRows ref = {{0.0f, -1e4f}}, ours = {{0.0f, 0.0f}};  // exp(-1e4) is 0 in double
   CHECK(compare_logits(ref, ours).mean_kl == doctest::Approx(std::log(2.0)));
+}
+
+TEST_CASE("a logit that is not finite on either side is an error naming the side, position and token") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const LogitRows good = {{0.0f, 1.0f, 2.0f}, {2.0f, 1.0f, 0.0f}};
+  for (const float bad : {nan, inf, -inf}) {
+    CAPTURE(bad);
+    LogitRows broken = good;
+    broken[1][2] = bad;
+    CHECK_THROWS_WITH_AS(compare_logits(broken, good),
+                         doctest::Contains("the reference's logit of token 2 at position 1 is"), Error);
+    CHECK_THROWS_WITH_AS(compare_logits(good, broken), doctest::Contains("our logit of token 2 at position 1 is"),
+                         Error);
+  }
+  const LogitRows all_nan(2, std::vector<float>(3, nan));  // once passed: KL 0 with 0% top-1
+  CHECK_THROWS_WITH_AS(compare_logits(all_nan, all_nan), doctest::Contains("position 0"), Error);
 }
 
 TEST_CASE("the thresholds pass and fail, and NaN fails") {
@@ -114,6 +129,14 @@ TEST_CASE("reference logits file") {
     const fs::path f = dir.path / "other.safetensors";
     write_safetensors(f, {{"scores", DType::F32, {2, 3}, logits.data(), 24}});
     CHECK(read_message(f, 2, 3).find("no tensor named 'logits'") != std::string::npos);
+  }
+  SUBCASE("a logit that is not finite") {
+    const fs::path f = dir.path / "nan.safetensors";
+    std::vector<float> bad = logits;
+    bad[4] = std::numeric_limits<float>::quiet_NaN();
+    write_safetensors(f, {{"logits", DType::F32, {2, 3}, bad.data(), 24}});
+    const std::string msg = read_message(f, 2, 3);
+    CHECK(msg.find(f.string() + ": the reference's logit of token 1 at position 1 is") != std::string::npos);
   }
   SUBCASE("missing file") {
     const fs::path f = dir.path / "absent.safetensors";
