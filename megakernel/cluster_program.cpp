@@ -42,6 +42,17 @@ bool same_place(const Graph& g, uint32_t a, uint32_t b) {
   return g.views[a].arena == g.views[b].arena && view_begin(g, a) == view_begin(g, b);
 }
 
+// True when the program may read `rows` rows of `cols` bf16 from view v's first, its row stride
+// apart, copying them in 16-byte pieces: they lie in the view's arena (the program sizes its
+// reads from the graph's dimensions and layer 0, not from each view), and the view starts on
+// 16 bytes, as bulk copies need.
+bool bulk_readable(const Graph& g, uint32_t v, uint64_t rows, uint64_t cols) {
+  const SpView& w = g.views[v];
+  const unsigned __int128 end =
+      view_begin(g, v) + ((unsigned __int128)(rows ? rows - 1 : 0) * w.row_stride + cols) * sizeof(bf16);
+  return w.dtype == SP_BF16 && view_begin(g, v) % 16 == 0 && end <= g.arenas[w.arena].bytes;
+}
+
 // Which of q, k, v a GEMV writes: its output's place in the attention's qkv view.
 const SpTask** qkv_slot(const Graph& g, LayerTasks& lt, const SpTask& t) {
   const SpView &out = g.views[t.operand[3]], &qkv = g.views[lt.attention->operand[0]];
@@ -104,6 +115,9 @@ Found find_tasks(const Graph& g) {
 std::string check(const Graph& g, const Found& f) {
   const SpGraphParams& p = g.params;
   const uint32_t group = p.n_kv_heads ? p.n_heads / p.n_kv_heads : 0;
+  if (p.n_layers == 0 || group == 0 || p.head_dim == 0 || p.hidden == 0 || p.hidden * 2ull > kRingChunkBytes)
+    return "no layers, heads or head dims, or a hidden size of " + std::to_string(p.hidden) +
+           " whose rows do not fit a " + std::to_string(kRingChunkBytes >> 10) + "-KiB ring chunk";
   if (p.n_kv_heads != kClusterRanks)
     return std::to_string(p.n_kv_heads) + " kv heads; the program has one cluster of " +
            std::to_string(kClusterRanks) + " blocks a kv head and runs 8 of them";
@@ -125,6 +139,18 @@ std::string check(const Graph& g, const Found& f) {
   if (!f.tail.embed || !f.tail.lm_head || !f.tail.sample) return "no embed, LM head (argmax) or sample task";
   if (gemv_split(f.tail.lm_head->operand[7]).pieces > 1) return "the LM head is split";
   if (g.views[f.tail.lm_head->operand[0]].row_stride != H) return "the LM head's rows are apart by more than their length";
+  const uint64_t V = p.vocab, Hq = p.n_heads, Hkv = p.n_kv_heads;
+  const SpView& logits = g.views[f.tail.lm_head->operand[3]];
+  if (!bulk_readable(g, f.tail.lm_head->operand[0], V, H) || f.tail.lm_head->operand[2] == SP_NO_VIEW ||
+      !bulk_readable(g, f.tail.lm_head->operand[2], 1, H) || logits.dtype != SP_F32 ||
+      uint64_t(logits.rows) * logits.cols < V)
+    return "the LM head is not the vocabulary's rows of the hidden size on 16 bytes, normalised, into f32 logits";
+  if (g.views[f.tail.embed->operand[0]].rows < V || !bulk_readable(g, f.tail.embed->operand[0], V, H))
+    return "the embedding is not the vocabulary's rows of the hidden size on 16 bytes";
+  const LayerTasks& first = f.layers[0];
+  const uint32_t o_stride = g.views[first.o_proj->operand[0]].row_stride;
+  const uint32_t kv_stride = g.views[first.attention->operand[3]].row_stride;
+  const MlpShape s0 = mlp_shape(*first.mlp, g.views[first.mlp->operand[2]]);
   const uint32_t hidden = f.tail.embed->operand[1];
   for (uint32_t l = 0; l < p.n_layers; ++l) {
     const LayerTasks& lt = f.layers[l];
@@ -151,6 +177,17 @@ std::string check(const Graph& g, const Found& f) {
     if (s.gangs > kClusterMaxGangs)
       return layer + std::to_string(s.gangs) + " MLP gangs; the program takes " + std::to_string(kClusterMaxGangs) + " at most";
     if (!same_place(g, lt.mlp->operand[3], hidden)) return layer + "the MLP does not update the hidden state";
+    // The program reads every layer as layer 0's shapes and strides say.
+    if (s.H != H || s.piece != s0.piece || s.gangs != s0.gangs)
+      return layer + "the MLP's shape is not layer 0's, over the hidden size";
+    if (g.views[lt.o_proj->operand[0]].row_stride != o_stride || g.views[lt.attention->operand[3]].row_stride != kv_stride)
+      return layer + "o_proj's or the KV cache's rows are not as far apart as layer 0's";
+    const bool readable = bulk_readable(g, lt.q->operand[0], Hq * D, H) && bulk_readable(g, lt.k->operand[0], Hkv * D, H) &&
+                          bulk_readable(g, lt.v->operand[0], Hkv * D, H) &&
+                          bulk_readable(g, lt.o_proj->operand[0], H, Hq * D) &&
+                          bulk_readable(g, lt.mlp->operand[0], s.I, H) && bulk_readable(g, lt.mlp->operand[1], s.I, H) &&
+                          bulk_readable(g, lt.mlp->operand[2], H, s.I);
+    if (!readable) return layer + "a weight is not its rows of the graph's dimensions on 16 bytes within its arena";
   }
   return "";
 }

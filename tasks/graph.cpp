@@ -11,7 +11,7 @@
 #include "tasks/gang.h"
 #include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
-#include "tasks/mlp_shape.h"
+#include "tasks/operand_bounds.h"
 #include "tasks/operands.h"
 
 namespace spindle {
@@ -46,6 +46,13 @@ void check_views(const Graph& g) {
            ", but the graph has " + std::to_string(g.arenas.size()) + " arenas");
     if (view.dtype > SP_U32)
       fail(view_label(g, v) + " has unknown dtype " + std::to_string(view.dtype));
+    // Ops index a view's elements through typed pointers and, as one array, up to rows x cols.
+    if (sp_view_offset(view) % sp_dtype_bytes(view.dtype))
+      fail(view_label(g, v) + " starts at byte " + std::to_string(sp_view_offset(view)) + ", not a multiple of its " +
+           std::to_string(sp_dtype_bytes(view.dtype)) + "-byte elements");
+    if (view.rows > 1 && view.row_stride < view.cols)
+      fail(view_label(g, v) + "'s rows overlap: " + std::to_string(view.cols) + " columns " +
+           std::to_string(view.row_stride) + " elements apart");
     // 128-bit: (rows-1)*row_stride*4 can exceed 64 bits for garbage views.
     unsigned __int128 elements = 0;
     if (view.rows != 0 && view.cols != 0)
@@ -86,23 +93,16 @@ void check_task(const Graph& g, size_t i) {
       fail(task_label(g, i) + ": " + operand + " is view " + std::to_string(v) +
            ", but the graph has " + std::to_string(g.views.size()) + " views");
   }
+  if (t.tile_begin > t.tile_end)
+    fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
+         std::to_string(t.tile_end) + ") is reversed");
   if (t.op == SP_OP_GEMV)
     if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols))
       fail(task_label(g, i) + ": " + problem + " (operand 7 'split' asks for " +
            std::to_string(t.operand[7] & 0xFFFFu) + " pieces in groups of " + std::to_string(t.operand[7] >> 16) +
            "; the rows have " + std::to_string(g.views[t.operand[0]].cols) + " columns)");
-  if (t.op == SP_OP_GEMV_PIECE)
-    if (const char* problem = gemv_piece_problem(t, g.views.data()))
-      fail(task_label(g, i) + ": " + problem + " (rows " + std::to_string(t.tile_begin) + ".." +
-           std::to_string(t.tile_end) + ", piece " + std::to_string(t.operand[6] & 0xFFFFu) + ")");
-  if (t.op == SP_OP_MLP) {
-    if (const char* problem = mlp_problem(t, g.views.data()))
-      fail(task_label(g, i) + ": " + problem + " (columns " + std::to_string(t.tile_begin) + ".." +
-           std::to_string(t.tile_end) + ", gang of " + std::to_string(sp_gang_width(t)) + ")");
-  }
-  if (t.tile_begin > t.tile_end)
-    fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
-         std::to_string(t.tile_end) + ") is reversed");
+  if (const std::string problem = operand_bounds_problem(g, i); !problem.empty())
+    fail(task_label(g, i) + ": " + problem);
   if (t.signal_counter == SP_NO_COUNTER) fail(task_label(g, i) + " signals no counter");
   if (t.signal_counter >= g.num_counters())
     fail(task_label(g, i) + " signals counter " + std::to_string(t.signal_counter) +
@@ -205,6 +205,7 @@ void check_piece_words(const Graph& g) {
 void validate(const Graph& g) {
   check_views(g);
   check_io(g);
+  if (const std::string problem = graph_layout_problem(g); !problem.empty()) fail(problem);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_task(g, i);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_gang(g, i);
   check_piece_words(g);

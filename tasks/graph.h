@@ -40,8 +40,10 @@ struct Graph {
 };
 
 // Throws spindle::Error naming the first inconsistency: unknown opcode, view or counter out
-// of range, a view past its arena, a wait on a counter signalled by a different number of
-// tasks, or a same-step wait on a counter signalled later in the order.
+// of range, a view past its arena, a task that would read or write outside its views or that
+// the graph's dimensions cannot serve (tasks/operand_bounds.h), a wait on a counter signalled
+// by a different number of tasks, or a same-step wait on a counter signalled later in the
+// order. A graph it accepts keeps every executor inside the graph's arenas.
 void validate(const Graph& g);
 
 }  // namespace spindle

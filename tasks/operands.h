@@ -21,6 +21,7 @@ inline bool is_view_kind(OperandKind kind) { return kind == OperandKind::View ||
 struct OperandInfo {
   OperandKind kind = OperandKind::Unused;
   const char* name = nullptr;  // as in opcodes.h
+  bool written = false;        // a view the op writes (never a weight: validate() checks)
 };
 
 struct OpcodeOperands {
@@ -32,26 +33,26 @@ inline OpcodeOperands opcode_operands(uint32_t op) {
   using K = OperandKind;
   switch (op) {
     case SP_OP_EMBED:
-      return {{{K::View, "table"}, {K::View, "out"}}};
+      return {{{K::View, "table"}, {K::View, "out", true}}};
     case SP_OP_GEMV:
-      return {{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out"},
+      return {{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out", true},
                {K::OptionalView, "residual"}, {K::Immediate, "flags"},
-               {K::OptionalView, "argmax"}, {K::Split, "split"}}};
+               {K::OptionalView, "argmax", true}, {K::Split, "split"}}};
     case SP_OP_GATE_UP:
       return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"},
-               {K::View, "out"}}};
+               {K::View, "out", true}}};
     case SP_OP_ATTENTION:
-      return {{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "kv_cache"},
-               {K::View, "rope"}, {K::View, "partials"}, {K::View, "out"}, {K::View, "arrivals"}}};
+      return {{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "kv_cache", true},
+               {K::View, "rope"}, {K::View, "partials", true}, {K::View, "out", true}, {K::View, "arrivals", true}}};
     case SP_OP_SAMPLE:
       return {{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
-               {K::View, "forced"}, {K::View, "out_tokens"}}};
+               {K::View, "forced"}, {K::View, "out_tokens", true}}};
     case SP_OP_MLP:
-      return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden"}, {K::View, "norm"},
-               {K::View, "partials"}, {K::View, "arrivals"}}};
+      return {{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden", true}, {K::View, "norm"},
+               {K::View, "partials", true}, {K::View, "arrivals", true}}};
     case SP_OP_GEMV_PIECE:
-      return {{{K::View, "W"}, {K::View, "x"}, {K::View, "out"}, {K::OptionalView, "residual"},
-               {K::View, "partials"}, {K::View, "arrivals"}, {K::Immediate, "piece"}, {K::Split, "split"}}};
+      return {{{K::View, "W"}, {K::View, "x"}, {K::View, "out", true}, {K::OptionalView, "residual"},
+               {K::View, "partials", true}, {K::View, "arrivals", true}, {K::Immediate, "piece"}, {K::Split, "split"}}};
     default:
       return {};
   }

@@ -33,6 +33,10 @@ inline Graph small_graph() {
   Graph g;
   g.model = "test:small";
   g.params.hidden = H;
+  g.params.n_heads = 1;  // no attention task, but dimensions every executor plans with
+  g.params.n_kv_heads = 1;
+  g.params.head_dim = H;
+  g.params.attn_chunks = 1;
   g.params.vocab = V;
   g.params.context = steps;
   g.params.max_steps = steps;
