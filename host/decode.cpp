@@ -43,11 +43,25 @@ void start(Executor& ex, const std::vector<uint32_t>& ids, const SamplingOptions
   std::copy(ids.begin(), ids.end(), ex.forced_tokens().begin());
 }
 
+// Steps run since start() at `position`: a step's logits that were not all finite are an error.
+void run(Executor& ex, uint32_t steps, uint32_t position) {
+  ex.run_steps(steps);
+  require_finite_logits(ex, position);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
+
+void require_finite_logits(Executor& ex, uint32_t start_position) {
+  const uint32_t noted = ex.state().nonfinite_step;
+  if (noted == 0) return;
+  const uint32_t step = noted - 1;
+  throw Error("the logits of step " + std::to_string(step) + " (position " + std::to_string(uint64_t(start_position) + step) +
+              ") are not all finite (NaN or infinite): the weights hold such values, or an activation overflowed");
+}
 
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t max_new_tokens,
                     const SamplingOptions& s, uint32_t start_position) {
@@ -59,10 +73,10 @@ DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& p
   // Step s feeds token s; the last prompt token's step yields the first new token.
   const uint32_t prefill_steps = uint32_t(prompt.size()) - 1;
   auto t0 = std::chrono::steady_clock::now();
-  if (prefill_steps) ex.run_steps(prefill_steps);
+  if (prefill_steps) run(ex, prefill_steps, start_position);
   r.prefill_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  if (max_new_tokens) ex.run_steps(max_new_tokens);
+  if (max_new_tokens) run(ex, max_new_tokens, start_position);
   r.decode_seconds = seconds_since(t0);
   const auto out = ex.out_tokens();
   r.tokens.assign(out.begin() + prefill_steps, out.begin() + prefill_steps + max_new_tokens);
@@ -75,7 +89,7 @@ std::vector<std::vector<float>> teacher_forced_logits(Executor& ex, const Graph&
   start(ex, ids, SamplingOptions{});
   std::vector<std::vector<float>> rows;
   for (size_t t = 0; t < ids.size(); ++t) {
-    ex.run_steps(1);
+    run(ex, 1, 0);
     const auto l = ex.logits();
     rows.emplace_back(l.begin(), l.end());
   }

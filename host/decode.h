@@ -25,12 +25,18 @@ struct DecodeResult {
 // Checks ids against the vocab and the graph's context, then runs the prompt and
 // `max_new_tokens` generation steps, the prompt's first token at `start_position` (the KV rows
 // before it hold whatever earlier runs wrote, zeros at first: the memory traffic of a prefix
-// of that length, not its values). Throws spindle::Error on bad input.
+// of that length, not its values). Throws spindle::Error on bad input, and on a step whose
+// logits were not all finite (require_finite_logits).
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt,
                     uint32_t max_new_tokens, const SamplingOptions& s, uint32_t start_position = 0);
 
+// Throws spindle::Error naming the step and its position when a step the executor ran since
+// the state was last reset noted logits that were not all finite (ops/sample.h
+// note_nonfinite_logits); `start_position` is the position of that run's first step.
+void require_finite_logits(Executor& ex, uint32_t start_position);
+
 // Feeds `ids` and returns the logits after each prefix: row t is the distribution after
-// ids[0..t].
+// ids[0..t]. Throws spindle::Error on logits that are not all finite, as decode does.
 std::vector<std::vector<float>> teacher_forced_logits(Executor& ex, const Graph& g,
                                                       const std::vector<uint32_t>& ids);
 

@@ -576,7 +576,7 @@ __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, u
         else {
           const float v = bf16_to_f32(to_bf16(mine));
           static_cast<float*>(out.at)[i] = v;
-          argmax_offer(best, v, out.first + i);  // a lane's rows come in index order
+          argmax_offer_logit(best, v, out.first + i);  // a lane's rows come in index order
         }
       }
     }
@@ -937,6 +937,7 @@ __device__ inline bool next_token(Block& b, SpStepState& state, uint32_t step, u
       report_failure(p.control, {kFailStepRange, p.sample_task, step, SP_NO_COUNTER, state.step, p.params.max_steps});
       ok = false;
     } else {
+      note_nonfinite_logits(state, best);
       token = step_is_forced(state) ? load_data(p.forced_tokens + state.step + 1) : best.index;
       if (blockIdx.x == 0) {
         advance_step(state, token, p.out_tokens);

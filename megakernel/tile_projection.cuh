@@ -148,8 +148,8 @@ __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const 
 }
 
 // The better of two argmax partials: `argmax_offer` applied in index order. Selection by
-// (not NaN, value, earlier index) is associative, so any reduction tree gives the sequential
-// scan's answer. {NaN, ~0u} is the identity.
+// (NaN, value, earlier index) is associative, so any reduction tree gives the sequential
+// scan's answer. {-Inf, ~0u} is the identity.
 __device__ inline ArgmaxPartial argmax_merge(ArgmaxPartial a, ArgmaxPartial b) {
   ArgmaxPartial first = a.index <= b.index ? a : b;
   const ArgmaxPartial later = a.index <= b.index ? b : a;
@@ -233,7 +233,7 @@ __device__ __forceinline__ void finish_gemv_rows(const GemvOut& o, uint32_t r0, 
     if (o.residual) y = to_bf16(widen<float>(residual[i]) + widen<float>(y));
     if (o.f32_out) store_bf16(static_cast<float*>(o.out)[r], y);
     else store_bf16(static_cast<bf16*>(o.out)[r], y);
-    argmax_offer(best, bf16_to_f32(y), r);
+    argmax_offer_logit(best, bf16_to_f32(y), r);
   }
 }
 

@@ -79,7 +79,7 @@ SP_HDI bf16 swiglu(Acc g, Acc u) {
 // out[r] = r(Ŵ_r · n̂) for r in [r0, r1), or r(res[r] + r(Ŵ_r · n̂)) when residual is set
 // (it may alias out), each dot split as `split` says. Out is bf16, or float for logits. W has
 // `row_stride` elements between rows. With `argmax` set, the tile's best {out[r], r} is
-// written there.
+// written there (ops/argmax.h: NaN when a row is not finite).
 template <class Acc, class Out>
 void gemv_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t K, const NormSpec& norm,
                uint32_t r0, uint32_t r1, Out* out, const bf16* residual, ArgmaxPartial* argmax,
@@ -90,7 +90,7 @@ void gemv_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t K, cons
     bf16 y = to_bf16(split_row_dot(W + r * row_stride, n.data(), K, split));
     if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
     store_bf16(out[r], y);
-    argmax_offer(best, bf16_to_f32(y), r);
+    argmax_offer_logit(best, bf16_to_f32(y), r);
   }
   if (argmax) *argmax = best;
 }

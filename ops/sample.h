@@ -93,16 +93,25 @@ SP_HDI void advance_step(SpStepState& s, uint32_t next, uint32_t* out_tokens) {
   advance_state(s, next);
 }
 
+// Notes step s in the state when the best of its logits (the reduced argmax partials) marks
+// one that is not finite, unless an earlier step was noted: forced steps too, since their
+// logits are what the KL gate compares.
+SP_HDI void note_nonfinite_logits(SpStepState& s, const ArgmaxPartial& best) {
+  if (argmax_marks_nonfinite(best) && s.nonfinite_step == 0) s.nonfinite_step = s.step + 1;
+}
+
 // The whole SAMPLE task: chooses the next token and advances the state.
 template <class Acc>
 void sample_step(const float* logits, uint32_t V, const ArgmaxPartial* partials,
                  uint32_t n_partials, const uint32_t* forced_tokens, uint32_t* out_tokens,
                  SpStepState& s) {
+  const ArgmaxPartial best = argmax_of_partials(partials, n_partials);
+  note_nonfinite_logits(s, best);
   uint32_t next;
   if (step_is_forced(s)) {
     next = forced_tokens[s.step + 1];
   } else if (!(s.temperature > 0.0f)) {
-    next = argmax_of_partials(partials, n_partials);
+    next = best.index;
   } else {
     const Acc u = Acc(sample_uniform(sampling_seed(s), s.step));
     next = sample_from_logits<Acc>(logits, V, s.temperature, s.top_k, s.top_p, u);

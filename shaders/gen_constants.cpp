@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   WORD("SP_STATE_", SpStepState, position);
   WORD("SP_STATE_", SpStepState, step);
   WORD("SP_STATE_", SpStepState, forced_count);
+  WORD("SP_STATE_", SpStepState, nonfinite_step);
 
   BYTE("SP_PUSH_", VulkanPush, tasks);
   BYTE("SP_PUSH_", VulkanPush, params);

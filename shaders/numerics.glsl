@@ -156,13 +156,21 @@ precise float pm_silu(float x) {
   return exact_div(x, denominator);
 }
 
-// Argmax partials (ops/argmax.h): the larger value wins, ties keep the earlier candidate, and
-// NaN never wins (a NaN best is replaced by any number). {v, i} comes after best.
+// Argmax partials (ops/argmax.h): among numbers the larger value wins and ties keep the
+// earlier candidate; NaN, the mark of a logit that is not finite, wins over every number and
+// stays. -Inf is the identity. {v, i} comes after best.
+const uint ARGMAX_NONE = 0xff800000u;
 void argmax_offer(inout float best_value, inout uint best_index, float v, uint i) {
-  if (!is_nan(v) && (is_nan(best_value) || v > best_value)) {
+  if (!is_nan(best_value) && (is_nan(v) || v > best_value)) {
     best_value = v;
     best_index = i;
   }
+}
+
+// Offers logit v of row i: as NaN when it is not finite.
+void argmax_offer_logit(inout float best_value, inout uint best_index, float v, uint i) {
+  const bool finite = (floatBitsToUint(v) & F32_INF) != F32_INF;
+  argmax_offer(best_value, best_index, finite ? v : uintBitsToFloat(0x7fc00000u), i);
 }
 
 #endif

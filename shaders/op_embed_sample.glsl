@@ -1,5 +1,6 @@
-// EMBED (a copy of the token's row) and SAMPLE (greedy: the forced token while the prompt
-// lasts, else the argmax over the partial slots; then the step state advances).
+// EMBED (a copy of the token's row) and SAMPLE (greedy: the argmax over the partial slots,
+// which notes logits that are not finite in the step state (ops/sample.h); the forced token
+// while the prompt lasts, else the argmax's; then the step state advances).
 #ifndef SP_OP_EMBED_SAMPLE_GLSL
 #define SP_OP_EMBED_SAMPLE_GLSL
 
@@ -31,17 +32,14 @@ void run_sample(Task t) {
     fail_task(SP_FAIL_STEP_RANGE, s, max_steps);
     return;
   }
-  uint next;
-  if (s + 1u < state.w[SP_STATE_forced_count]) {
-    next = Words(load_view(t.operand[3]).addr).w[s + 1u];
-  } else {
-    Words partials = Words(load_view(t.operand[1]).addr);
-    float best_value = uintBitsToFloat(partials.w[0]);
-    uint best_index = partials.w[1];
-    for (uint slot = 1u; slot < t.operand[2]; ++slot)
-      argmax_offer(best_value, best_index, uintBitsToFloat(partials.w[2u * slot]), partials.w[2u * slot + 1u]);
-    next = best_index;
-  }
+  Words partials = Words(load_view(t.operand[1]).addr);
+  float best_value = uintBitsToFloat(partials.w[0]);
+  uint best_index = partials.w[1];
+  for (uint slot = 1u; slot < t.operand[2]; ++slot)
+    argmax_offer(best_value, best_index, uintBitsToFloat(partials.w[2u * slot]), partials.w[2u * slot + 1u]);
+  if (is_nan(best_value) && state.w[SP_STATE_nonfinite_step] == 0u) state.w[SP_STATE_nonfinite_step] = s + 1u;
+  const bool forced = s + 1u < state.w[SP_STATE_forced_count];
+  const uint next = forced ? Words(load_view(t.operand[3]).addr).w[s + 1u] : best_index;
   Words(load_view(t.operand[4]).addr).w[s] = next;
   state.w[SP_STATE_token] = next;
   state.w[SP_STATE_position] += 1u;

@@ -84,22 +84,24 @@ void store_output(View dst, uint r, uint bits) {
   else Words(dst.addr).w[r] = bits << 16;
 }
 
-// Lane 0 of each warp keeps {max, index} of its warp's stored rows (argmax_offer in row
-// order); the warps' results merge into the task's partial slot. Selection by (not NaN,
-// larger value, earlier index) is associative and commutative, so the merge gives what a scan
-// of all the rows in order gives, {NaN, first row} when every row is NaN. Every invocation
-// merges (a loop over shared memory must run in all of them, workgroup.glsl); invocation 0 writes.
+// Lane 0 of each warp keeps {max, index} of its warp's stored rows (argmax_offer_logit in row
+// order); the warps' results merge into the task's partial slot. Selection by (NaN, larger
+// value, earlier index) is associative and commutative, so the merge gives what a scan of all
+// the rows in order gives: NaN and the first row that is not finite when there is one. Every
+// invocation merges (a loop over shared memory must run in all of them, workgroup.glsl);
+// invocation 0 writes.
 shared uvec2 s_best[gl_WorkGroupSize.x / LANES];
 
 void write_argmax_partial(Task t, float value, uint index) {
   if (lane() == 0u) s_best[warp()] = uvec2(floatBitsToUint(value), index);
   sync_shared();
-  float best_value = uintBitsToFloat(0x7fc00000u);
+  float best_value = uintBitsToFloat(ARGMAX_NONE);
   uint best_index = t.tile_begin;
   for (uint w = 0u; w < warps(); ++w) {
     const float v = uintBitsToFloat(s_best[w].x);
     const uint i = s_best[w].y;
-    if (!is_nan(v) && (is_nan(best_value) || v > best_value || (v == best_value && i < best_index))) {
+    const bool nan_first = is_nan(v) && (!is_nan(best_value) || i < best_index);
+    if (nan_first || (!is_nan(best_value) && (v > best_value || (v == best_value && i < best_index)))) {
       best_value = v;
       best_index = i;
     }
@@ -163,7 +165,7 @@ void run_gemv(Task t) {
   const bool vec = vec_readable(W.addr, W.stride, K);
   const uint pieces = t.operand[7] & 0xFFFFu, group = t.operand[7] >> 16;
   stage_input(load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), K);
-  float best_value = uintBitsToFloat(0x7fc00000u);  // lane 0's argmax of its warp's rows
+  float best_value = uintBitsToFloat(ARGMAX_NONE);  // lane 0's argmax of its warp's rows
   uint best_index = t.tile_begin;
   for (uint g = 0u; g < warp_row_groups(t); ++g) {
     uint r[DOT_ROWS];
@@ -185,7 +187,7 @@ void run_gemv(Task t) {
           bits = f32_to_bf16(sum);
         }
         store_output(dst, r[i], bits);
-        argmax_offer(best_value, best_index, bf16_to_f32(bits), r[i]);  // the value as stored
+        argmax_offer_logit(best_value, best_index, bf16_to_f32(bits), r[i]);  // the value as stored
       }
     }
   }

@@ -34,7 +34,8 @@ enum SpOpcode : uint32_t {
   SP_OP_ATTENTION = 4,
   // Choose the next token from the logits (greedy from the argmax partials when the step
   // state's temperature is 0, else seeded temperature/top-k/top-p sampling), record it and
-  // advance the step state. One tile.
+  // advance the step state, noting there a step whose logits were not all finite (the argmax
+  // partials' NaN mark, ops/argmax.h). One tile.
   //   0 logits [V] f32   1 argmax partials   2 imm partial count
   //   3 forced tokens [max_steps] u32   4 out tokens [max_steps] u32
   SP_OP_SAMPLE = 5,

@@ -13,7 +13,9 @@ struct SpStepState {
   float temperature;       // 0 selects greedy argmax
   uint32_t top_k;          // 0 disables
   float top_p;             // 1 disables
-  uint32_t reserved[7];
+  uint32_t nonfinite_step; // 1 + the first step whose logits were not all finite; 0 while none
+                           // was (the SAMPLE task notes it, the decode loop reports it)
+  uint32_t reserved[6];
 };
 
 // Layout of the STATE arena: the state, then forced tokens, then out tokens.

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <type_traits>
@@ -207,7 +209,7 @@ TEST_CASE("gemv_split: the operand word, and the splits rows cannot take") {
   CHECK(std::string(gemv_split_problem(1u | 4u << 16, 3072)).find("fewer than 2 pieces") != std::string::npos);
 }
 
-TEST_CASE("gemv_rows: argmax ties go to the first row and NaN rows never win") {
+TEST_CASE("gemv_rows: argmax ties go to the first row, and the first row that is not finite wins as NaN") {
   const uint32_t K = 300, rows = 6;
   std::mt19937 rng(5);
   const std::vector<bf16> row = random_bf16(rng, K), x = random_bf16(rng, K);
@@ -217,25 +219,59 @@ TEST_CASE("gemv_rows: argmax ties go to the first row and NaN rows never win") {
   for (uint32_t k = 0; k < K; ++k) W[size_t(4) * K + k] = row[k] ^ 0x8000;  // row 4 the negation
   std::vector<float> out(rows);
   ArgmaxPartial best{};
-  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 0, rows, out.data(), nullptr, &best);
-  CHECK(std::isnan(out[0]));
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 1, rows, out.data(), nullptr, &best);
   const uint32_t want = out[1] >= out[4] ? 1 : 4;  // rows 1, 2, 3, 5 tie
   CHECK(best.index == want);
   CHECK(best.value == out[want]);
 
-  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 0, 1, out.data(), nullptr, &best);
-  CHECK(best.index == 0);  // only NaN: the tile's first row, value NaN (any number beats it)
-  CHECK(std::isnan(best.value));
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 0, rows, out.data(), nullptr, &best);
+  CHECK(std::isnan(out[0]));
+  CHECK(best.index == 0);
+  CHECK(argmax_marks_nonfinite(best));
+
+  const uint32_t k = uint32_t(std::find_if(x.begin(), x.end(), [](bf16 v) { return (v & 0x7fff) != 0; }) - x.begin());
+  W[size_t(3) * K + k] = 0x7f80;  // row 3: an infinite weight times a nonzero input is infinite
+  W[size_t(5) * K + k] = 0x7f80;
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 1, rows, out.data(), nullptr, &best);
+  CHECK(std::isinf(out[3]));
+  CHECK(best.index == 3);
+  CHECK(argmax_marks_nonfinite(best));
+
+  best = {};
+  gemv_rows<float>(W.data(), K, x.data(), K, {nullptr, 0, 0}, 2, 2, out.data(), nullptr, &best);
+  CHECK(best.index == 2);  // no rows: the identity, which every offer replaces
+  CHECK(best.value == -INFINITY);
 }
 
-TEST_CASE("argmax_of_partials: ties keep the earlier slot and NaN never wins") {
+TEST_CASE("argmax_of_partials: ties keep the earlier slot, and the first NaN mark wins") {
   const float nan = NAN;
-  const ArgmaxPartial p[] = {{nan, 0}, {2.0f, 10}, {3.0f, 20}, {3.0f, 30}, {nan, 40}, {-INFINITY, 50}};
-  CHECK(argmax_of_partials(p, 6) == 20);
-  CHECK(argmax_of_partials(p, 2) == 10);
-  CHECK(argmax_of_partials(p, 1) == 0);
-  const ArgmaxPartial q[] = {{-INFINITY, 5}, {-INFINITY, 9}};
-  CHECK(argmax_of_partials(q, 2) == 5);
+  const ArgmaxPartial p[] = {{2.0f, 10}, {3.0f, 20}, {3.0f, 30}, {-INFINITY, 50}, {nan, 60}, {4.0f, 70}, {nan, 80}};
+  CHECK(argmax_of_partials(p, 4).index == 20);
+  CHECK(argmax_of_partials(p, 4).value == 3.0f);
+  CHECK(argmax_of_partials(p, 1).index == 10);
+  CHECK(argmax_of_partials(p, 7).index == 60);
+  CHECK(argmax_marks_nonfinite(argmax_of_partials(p, 7)));
+  CHECK(argmax_of_partials(p + 5, 2).index == 80);  // a number, then the mark
+  const ArgmaxPartial none[] = {argmax_none(5), argmax_none(9)};
+  CHECK(argmax_of_partials(none, 2).index == 5);
+  CHECK(!argmax_marks_nonfinite(argmax_of_partials(none, 2)));
+}
+
+TEST_CASE("argmax_offer_logit: infinities and NaN are offered as the NaN mark") {
+  for (const float bad : {INFINITY, -INFINITY, NAN}) {
+    ArgmaxPartial best = argmax_none(0);
+    argmax_offer_logit(best, 1.0f, 0);
+    argmax_offer_logit(best, bad, 1);
+    argmax_offer_logit(best, 2.0f, 2);
+    argmax_offer_logit(best, bad, 3);
+    CHECK(best.index == 1);
+    CHECK(argmax_marks_nonfinite(best));
+  }
+  ArgmaxPartial best = argmax_none(0);
+  argmax_offer_logit(best, -FLT_MAX, 0);
+  argmax_offer_logit(best, FLT_MAX, 1);
+  CHECK(best.index == 1);
+  CHECK(best.value == FLT_MAX);
 }
 
 TEST_CASE_TEMPLATE("gate_up_rows: SwiGLU of the two projections", Acc, float, double) {

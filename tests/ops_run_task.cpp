@@ -104,7 +104,7 @@ TEST_CASE("run_task: GEMV with norm and aliased residual and argmax logits") {
   CHECK(partials[3] == slot1.index);
   CHECK(f32_from_bits(partials[2]) == slot1.value);
   const auto top = std::max_element(logits.begin(), logits.end()) - logits.begin();
-  CHECK(argmax_of_partials(reinterpret_cast<const ArgmaxPartial*>(partials.data()), 3) == uint32_t(top));
+  CHECK(argmax_of_partials(reinterpret_cast<const ArgmaxPartial*>(partials.data()), 3).index == uint32_t(top));
 
   CHECK(error_of(make_task(SP_OP_GEMV, 0, 1, {vW, vx, SP_NO_VIEW, vlogits, SP_NO_VIEW, 1u, SP_NO_VIEW, 0u}), c)
             .find("argmax") != std::string::npos);
@@ -198,7 +198,7 @@ TEST_CASE("run_task: SAMPLE feeds the prompt then chooses and advances the state
   const uint32_t vforced = b.add(SP_ARENA_STATE, SP_U32, 1, 2, 2, std::vector<uint32_t>{5, 6});
   const uint32_t vout = b.add(SP_ARENA_STATE, SP_U32, 1, 2, 2, std::vector<uint32_t>{0, 0});
   const TileContext c = b.context();
-  b.state = {5, 0, 0, 2, 0, 0, 0.0f, 0, 1.0f, {}};
+  b.state = {5, 0, 0, 2, 0, 0, 0.0f, 0, 1.0f, 0, {}};
   const SpTask sample = make_task(SP_OP_SAMPLE, 0, 1, {vlogits, vargmax, 1u, vforced, vout});
   run_task<float>(sample, c);  // forced: the prompt's second token
   run_task<float>(sample, c);  // greedy

@@ -143,7 +143,7 @@ struct SampleRun {
 
 TEST_CASE("sample_step: forced prompt tokens then greedy and the state advance") {
   SampleRun run(200);
-  run.state = {100, 7, 0, 3, 0, 0, 0.0f, 0, 1.0f, {}};  // prompt of 3 tokens, fed from position 7
+  run.state = {100, 7, 0, 3, 0, 0, 0.0f, 0, 1.0f, 0, {}};  // prompt of 3 tokens, fed from position 7
   CHECK(run.step() == 101);
   CHECK(run.step() == 102);
   CHECK(run.step() == first_max(run.logits));  // step 2: 3 < forced_count fails, so generated
@@ -158,7 +158,7 @@ TEST_CASE("sample_step: forced prompt tokens then greedy and the state advance")
 TEST_CASE("sample_step: reproducible for a seed and different across seeds") {
   auto tokens = [](uint32_t seed_lo, uint32_t seed_hi) {
     SampleRun run(300);
-    run.state = {100, 0, 0, 1, seed_lo, seed_hi, 1.5f, 0, 0.95f, {}};
+    run.state = {100, 0, 0, 1, seed_lo, seed_hi, 1.5f, 0, 0.95f, 0, {}};
     std::vector<uint32_t> t;
     for (int i = 0; i < 12; ++i) t.push_back(run.step());
     return t;
@@ -170,7 +170,32 @@ TEST_CASE("sample_step: reproducible for a seed and different across seeds") {
   CHECK(differ >= 12);
 
   SampleRun run(300);
-  run.state = {100, 0, 5, 1, 42, 0, 1.5f, 0, 0.95f, {}};
+  run.state = {100, 0, 5, 1, 42, 0, 1.5f, 0, 0.95f, 0, {}};
   const uint32_t got = run.step();
   CHECK(got == sample_from_logits<float>(run.logits.data(), 300, 1.5f, 0, 0.95f, sample_uniform(42, 5)));
+}
+
+TEST_CASE("sample_step: the first step whose logits are not all finite is noted, forced or not") {
+  SampleRun run(200);
+  run.state = {100, 0, 0, 3, 0, 0, 0.0f, 0, 1.0f, 0, {}};  // a prompt of 3 tokens
+  run.step();
+  CHECK(run.state.nonfinite_step == 0);
+  run.partials[7].value = NAN;  // a forced step's logits: what the KL gate reads
+  run.step();
+  CHECK(run.state.nonfinite_step == 2);
+  run.step();
+  CHECK(run.state.nonfinite_step == 2);  // the first stays
+
+  SampleRun greedy(200);
+  greedy.state = {100, 0, 0, 1, 0, 0, 0.0f, 0, 1.0f, 0, {}};
+  greedy.step();
+  greedy.partials[3] = {NAN, 50};
+  CHECK(greedy.step() == 50);  // the mark's row: any token would do, the run is an error
+  CHECK(greedy.state.nonfinite_step == 2);
+
+  SampleRun sampled(200);
+  sampled.state = {100, 0, 0, 1, 42, 0, 1.5f, 0, 0.95f, 0, {}};
+  sampled.partials[0] = {NAN, 3};
+  sampled.step();
+  CHECK(sampled.state.nonfinite_step == 1);
 }
