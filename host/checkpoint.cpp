@@ -28,6 +28,32 @@ struct Shards {
   std::map<std::string, std::string> weight_map;
 };
 
+// A shard's name in its lexically normal form, so that two spellings of one file are one
+// shard. Refuses a name that leaves the checkpoint directory, by its letters ("../x", "/x",
+// "sub/../../x") or through a symlink: the index is data, and following it out of the directory
+// would map files the checkpoint does not own.
+std::string shard_inside(const fs::path& dir, const fs::path& index_path, const std::string& tensor,
+                         const std::string& file) {
+  auto refuse = [&](const std::string& why) {
+    throw Error(index_path.string() + ": tensor '" + tensor + "' is in shard '" + file + "', " + why);
+  };
+  const fs::path name(file);
+  if (name.has_root_path())
+    refuse("an absolute path; shards are named relative to the checkpoint directory");
+  const fs::path normal = name.lexically_normal();
+  if (normal.empty() || normal == "." || *normal.begin() == "..")
+    refuse("which is not a file inside the checkpoint directory");
+  std::error_code ec;
+  const fs::path real_dir = fs::weakly_canonical(dir, ec);
+  const fs::path real = ec ? fs::path() : fs::weakly_canonical(dir / name, ec);
+  if (ec) refuse("which cannot be resolved: " + ec.message());
+  const fs::path inside = real.lexically_relative(real_dir);
+  if (inside.empty() || inside == "." || *inside.begin() == "..")
+    refuse("which resolves through symlinks to " + real.string() + ", outside the checkpoint directory " +
+           real_dir.string());
+  return normal.string();
+}
+
 Shards find_shards(const fs::path& dir) {
   Shards s;
   // As HF does, a single model.safetensors wins over an index.
@@ -38,19 +64,21 @@ Shards find_shards(const fs::path& dir) {
   fs::path index_path = dir / kIndexFile;
   if (!fs::exists(index_path))
     throw Error(dir.string() + ": no " + kSingleFile + " or " + kIndexFile + " in the directory");
-  std::ifstream in(index_path);
-  json index = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded()) throw Error(index_path.string() + ": not valid JSON");
+  const json index = read_json_file(index_path, "the shard index");
   auto map = index.find("weight_map");
   if (!index.is_object() || map == index.end() || !map->is_object())
     throw Error(index_path.string() + ": expected a 'weight_map' object (tensor name → shard file)");
   std::set<std::string> files;
+  std::map<std::string, std::string> normal;  // each shard name as written → shard_inside's
   for (const auto& [name, file] : map->items()) {
     if (!file.is_string())
       throw Error(index_path.string() + ": weight_map['" + name + "'] must be a file name, got " +
                   file.dump());
-    s.weight_map[name] = file.get<std::string>();
-    files.insert(file.get<std::string>());
+    const std::string& written = file.get_ref<const std::string&>();
+    auto it = normal.find(written);
+    if (it == normal.end()) it = normal.emplace(written, shard_inside(dir, index_path, name, written)).first;
+    s.weight_map[name] = it->second;
+    files.insert(it->second);
   }
   for (const std::string& file : files)
     if (!fs::exists(dir / file))

@@ -48,8 +48,11 @@ struct BuildOptions {
 uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks);
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
 
-// Throws spindle::Error when the family is not one the builder supports yet, or when the
-// weights do not match the config.
+// Throws spindle::Error when the family is not one the builder supports yet, when the weights
+// do not match the config, or when a size derived from the config and the options does not
+// fit where it goes (a view's 32-bit rows, the LM head's 16-bit argmax slots, the task and arena
+// limits): each computed in 64 bits and refused, naming the fields and options, before anything
+// is allocated for it.
 Graph build_decode_graph(const ModelWeights& w, const BuildOptions& opt);
 
 }  // namespace spindle

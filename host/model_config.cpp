@@ -4,12 +4,14 @@
 #include "host/model_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <limits>
+#include <cstring>
+#include <stdexcept>
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "host/safetensors.h"
 #include "tasks/error.h"
 
 namespace spindle {
@@ -65,6 +67,76 @@ bool has_dense_layer(const ModelConfig& c) {
   return c.decoder_sparse_step > 1 && c.n_layers > 0;
 }
 
+// Limits on the integer fields, checked as each is read (before anything is sized from it: a
+// billion layers would otherwise be allocated for) and by validate() for configs built in code.
+// None binds a released model; together they keep every size derived from a config
+// representable: the rows of a layer's projections within a view's 32-bit rows and columns
+// (tasks/view.h), and any tensor's or arena's bytes within 64 bits. The KV cache's rows also
+// depend on the context, so the graph builder checks those.
+constexpr uint32_t kMaxLayers = 1024;            // the deepest released Qwen has 94
+constexpr uint32_t kMaxHidden = 1u << 16;        // the widest released models have 16384
+constexpr uint32_t kMaxHeads = 1024;             // released models have at most 128 q heads
+constexpr uint32_t kMaxHeadDim = 1024;           // released models use 64 to 256
+constexpr uint32_t kMaxIntermediate = 1u << 20;  // the widest released MLPs have 53248 rows
+constexpr uint32_t kMaxVocab = 1u << 24;         // released vocabularies have at most 262144
+constexpr uint32_t kMaxPositions = 1u << 26;     // the longest released context is 10M
+constexpr uint32_t kMaxExperts = 4096;           // released MoE models have at most 512
+constexpr uint32_t kMaxConvKernel = 256;         // released Gated DeltaNets use 4
+static_assert(uint64_t(3) * kMaxHeads * kMaxHeadDim <= UINT32_MAX,
+              "a layer's q, k and v rows fit a view's 32-bit columns");
+static_assert(uint64_t(kMaxLayers) * kMaxExperts * 3 * kMaxIntermediate * kMaxHidden * 4 < (uint64_t(1) << 63),
+              "every layer's experts in fp32, the most weight bytes a config can ask for, fit 64 bits");
+
+struct FieldLimit {
+  const char* key;
+  uint32_t ModelConfig::*member;  // null for a field ModelConfig does not keep
+  uint32_t most;
+};
+constexpr FieldLimit kFieldLimits[] = {
+    {"hidden_size", &ModelConfig::hidden, kMaxHidden},
+    {"num_hidden_layers", &ModelConfig::n_layers, kMaxLayers},
+    {"num_attention_heads", &ModelConfig::n_heads, kMaxHeads},
+    {"num_key_value_heads", &ModelConfig::n_kv_heads, kMaxHeads},
+    {"head_dim", &ModelConfig::head_dim, kMaxHeadDim},
+    {"intermediate_size", &ModelConfig::intermediate, kMaxIntermediate},
+    {"vocab_size", &ModelConfig::vocab, kMaxVocab},
+    {"max_position_embeddings", &ModelConfig::max_position, kMaxPositions},
+    {"num_experts", &ModelConfig::num_experts, kMaxExperts},
+    {"num_experts_per_tok", &ModelConfig::experts_per_tok, kMaxExperts},
+    {"moe_intermediate_size", &ModelConfig::moe_intermediate, kMaxIntermediate},
+    {"shared_expert_intermediate_size", &ModelConfig::shared_intermediate, kMaxIntermediate},
+    {"decoder_sparse_step", &ModelConfig::decoder_sparse_step, kMaxLayers},
+    {"linear_num_key_heads", &ModelConfig::linear_num_key_heads, kMaxHeads},
+    {"linear_num_value_heads", &ModelConfig::linear_num_value_heads, kMaxHeads},
+    {"linear_key_head_dim", &ModelConfig::linear_key_head_dim, kMaxHeadDim},
+    {"linear_value_head_dim", &ModelConfig::linear_value_head_dim, kMaxHeadDim},
+    {"linear_conv_kernel_dim", &ModelConfig::linear_conv_kernel, kMaxConvKernel},
+    {"full_attention_interval", nullptr, kMaxLayers},
+    {"mlp_only_layers", nullptr, kMaxLayers},
+};
+
+void check_limit(const std::string& source, const char* key, uint64_t value) {
+  for (const FieldLimit& limit : kFieldLimits) {
+    if (std::strcmp(limit.key, key) != 0) continue;
+    if (value > limit.most)
+      throw Error(source + ": field '" + key + "' is too large: " + std::to_string(value) +
+                  " (at most " + std::to_string(limit.most) + ")");
+    return;
+  }
+  throw std::logic_error(std::string("config field '") + key + "' has no limit in kFieldLimits");
+}
+
+// Shortest decimal that reads back as the same float, so config.json shows 1e-06, not
+// 9.999999974752427e-07, and messages show the value as stored.
+std::string float_string(float x) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+
+// The least magnitude a double rounds to infinity from in fp32: FLT_MAX plus half its ulp.
+constexpr double kF32Overflow = 0x1.ffffffp+127;
+
 // Reads typed fields of one JSON object; every error names the file and the field.
 class Fields {
  public:
@@ -94,7 +166,12 @@ class Fields {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return fallback;
     if (!it->is_number()) wrong_type(key, *it, "a number");
-    return it->get<float>();
+    const double x = it->get<double>();
+    if (!(std::fabs(x) < kF32Overflow))
+      fail(key, "= " + it->dump() + " is out of fp32 range (it would be infinite)");
+    const float f = float(x);
+    if (f == 0 && x != 0) fail(key, "= " + it->dump() + " rounds to 0 in fp32");
+    return f;
   }
   float f32(const char* key, float fallback) const { return f32(j_, key, fallback); }
   bool boolean(const char* key, bool fallback) const {
@@ -135,8 +212,8 @@ class Fields {
   uint32_t to_u32(const char* key, const json& v) const {
     if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
       wrong_type(key, v, "a non-negative integer");
-    uint64_t x = v.get<uint64_t>();
-    if (x > std::numeric_limits<uint32_t>::max()) fail(key, "is too large: " + v.dump());
+    const uint64_t x = v.get<uint64_t>();
+    check_limit(source_, key, x);
     return uint32_t(x);
   }
 
@@ -257,17 +334,17 @@ ModelConfig parse_text_config(const json& j, const std::string& model_type,
   return c;
 }
 
-// Shortest decimal that reads back as the same float, so config.json shows 1e-06, not
-// 9.999999974752427e-07.
-double json_float(float x) {
-  char buf[32];
-  auto res = std::to_chars(buf, buf + sizeof buf, x);
-  *res.ptr = '\0';
-  return std::strtod(buf, nullptr);
-}
+double json_float(float x) { return std::strtod(float_string(x).c_str(), nullptr); }
 
 void require_positive(uint32_t value, const char* field, const std::string& source) {
   if (value == 0) throw Error(source + ": " + field + " must be greater than 0");
+}
+
+// NaN, infinities, zero and negative values are meaningless for an epsilon, a base or a fraction.
+void require_positive_finite(float value, const char* field, const std::string& source) {
+  if (!(value > 0) || !std::isfinite(value))
+    throw Error(source + ": " + field + " (" + float_string(value) +
+                ") must be a finite number greater than 0");
 }
 
 }  // namespace
@@ -301,11 +378,7 @@ ModelConfig parse_config(const json& j, const std::string& source) {
 }
 
 ModelConfig load_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  if (!in) throw Error(config_json.string() + ": cannot open the model config");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw Error(config_json.string() + ": not valid JSON");
-  return parse_config(j, config_json.string());
+  return parse_config(read_json_file(config_json, "the model config"), config_json.string());
 }
 
 json config_to_json(const ModelConfig& c) {
@@ -354,6 +427,8 @@ json config_to_json(const ModelConfig& c) {
 }
 
 void validate(const ModelConfig& c, const std::string& source) {
+  for (const FieldLimit& limit : kFieldLimits)
+    if (limit.member) check_limit(source, limit.key, c.*limit.member);
   require_positive(c.hidden, "hidden_size", source);
   require_positive(c.n_layers, "num_hidden_layers", source);
   require_positive(c.n_heads, "num_attention_heads", source);
@@ -366,12 +441,11 @@ void validate(const ModelConfig& c, const std::string& source) {
     throw Error(source + ": num_attention_heads (" + std::to_string(c.n_heads) +
                 ") is not a multiple of num_key_value_heads (" + std::to_string(c.n_kv_heads) +
                 ")");
-  if (!(c.rms_eps > 0)) throw Error(source + ": rms_norm_eps must be greater than 0");
-  if (!(c.rope_theta > 0)) throw Error(source + ": rope_theta must be greater than 0");
-  if (!(c.partial_rotary_factor > 0))
-    throw Error(source + ": partial_rotary_factor must be greater than 0");
+  require_positive_finite(c.rms_eps, "rms_norm_eps", source);
+  require_positive_finite(c.rope_theta, "rope_theta", source);
+  require_positive_finite(c.partial_rotary_factor, "partial_rotary_factor", source);
   if (c.partial_rotary_factor > 1)
-    throw Error(source + ": partial_rotary_factor (" + std::to_string(c.partial_rotary_factor) +
+    throw Error(source + ": partial_rotary_factor (" + float_string(c.partial_rotary_factor) +
                 ") makes the rotary dim larger than head_dim (" + std::to_string(c.head_dim) +
                 ")");
   if (uint32_t r = c.rotary_dim(); r == 0 || r % 2 != 0)

@@ -45,8 +45,10 @@ struct ModelConfig {
 const char* family_name(Family f);
 
 // Parses config.json (for the VL wrappers, its text_config); `source` names the file in
-// errors. Throws spindle::Error for unknown model types, missing or mistyped fields and
-// inconsistent sizes (zero sizes, heads that do not divide, odd rotary dims).
+// errors. Throws spindle::Error for unknown model types, missing or mistyped fields, integer
+// fields past their limits (checked as each is read, before anything is sized from it), float
+// fields that fp32 cannot hold, and inconsistent sizes (zero sizes, heads that do not divide,
+// odd rotary dims). validate() makes the same checks on a config built in code.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& source);
 ModelConfig load_config(const std::filesystem::path& config_json);
 nlohmann::json config_to_json(const ModelConfig& c);  // an HF config.json for `synth`

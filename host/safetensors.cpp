@@ -10,12 +10,14 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "tasks/error.h"
 
 namespace spindle {
 namespace {
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct DTypeInfo {
@@ -41,30 +43,117 @@ bool tensor_bytes(const std::vector<uint64_t>& shape, DType dtype, uint64_t* byt
   return true;
 }
 
+// What a path that is not a regular file is, in plain words: open(), read() and mmap() would
+// answer "Is a directory" or "No such device", which does not say what is wrong.
+std::string not_a_regular_file(const fs::file_status& st, const std::error_code& ec) {
+  switch (st.type()) {
+    case fs::file_type::not_found: return "no such file";
+    case fs::file_type::directory: return "it is a directory, not a file";
+    case fs::file_type::character: return "it is a character device, not a regular file";
+    case fs::file_type::block: return "it is a block device, not a regular file";
+    case fs::file_type::fifo: return "it is a FIFO, not a regular file";
+    case fs::file_type::socket: return "it is a socket, not a regular file";
+    default: return ec ? ec.message() : "it is not a regular file";
+  }
+}
+
+// A read-only descriptor of a regular file, closed at scope exit.
+class RegularFile {
+ public:
+  RegularFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::is_regular_file(st)) fail(not_a_regular_file(st, ec));
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(std::strerror(errno));
+  }
+  ~RegularFile() { ::close(fd_); }
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error(path_ + ": cannot open " + what_ + ": " + why);
+  }
+  uint64_t size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail(std::strerror(errno));
+    return uint64_t(st.st_size);
+  }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_, what_;
+  int fd_ = -1;
+};
+
+// The whole of a small file, read through a descriptor so that a failure is an errno to name.
+std::string read_text(const std::string& path, const std::string& what) {
+  RegularFile file(path, what);
+  const uint64_t size = file.size();
+  if (size > kMaxSafetensorsHeader)
+    file.fail("it has " + std::to_string(size) + " bytes, more than the " +
+              std::to_string(kMaxSafetensorsHeader) + " a JSON file of a checkpoint may have");
+  std::string text(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(file.fd(), text.data() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(path + ": cannot read " + what + ": " + std::strerror(errno));
+    if (n == 0) break;  // the file shrank while we read it
+    done += uint64_t(n);
+  }
+  text.resize(done);
+  return text;
+}
+
 // A read-only mapping of a whole file, unmapped when the last owner goes.
 std::shared_ptr<const void> map_file(const std::string& path, uint64_t* size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open safetensors file: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(err));
-  }
-  *size = uint64_t(st.st_size);
-  if (*size < 8) {
-    ::close(fd);
+  RegularFile file(path, "safetensors file");
+  *size = file.size();
+  if (*size < 8)
     throw Error(path + ": file is " + std::to_string(*size) +
                 " bytes, too short for the 8-byte safetensors header length");
-  }
-  void* addr = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (addr == MAP_FAILED) throw Error(path + ": cannot mmap: " + std::strerror(err));
+  // The mapping stays valid once `file` closes the descriptor.
+  void* addr = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (addr == MAP_FAILED) throw Error(path + ": cannot be mapped into memory: " + std::strerror(errno));
   uint64_t len = *size;
   return std::shared_ptr<const void>(addr, [len](const void* p) {
     ::munmap(const_cast<void*>(p), len);
   });
+}
+
+// The offset of the first byte of `s` that is not well-formed UTF-8 (RFC 3629: shortest forms,
+// no surrogates, at most U+10FFFF), or `size` when all are: the reference requires a UTF-8
+// header, and this names the byte where the JSON parser would only say "not JSON".
+uint64_t utf8_error_at(const uint8_t* s, uint64_t size) {
+  uint64_t i = 0;
+  while (i < size) {
+    const uint8_t c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    uint64_t more = 0;  // continuation bytes
+    uint8_t lo = 0x80, hi = 0xBF;  // the range of the first continuation byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      more = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      more = 2;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      more = 3;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (size - i <= more || s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (uint64_t k = 2; k <= more; ++k)
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+    i += more + 1;
+  }
+  return size;
 }
 
 class HeaderEntry {
@@ -124,7 +213,9 @@ SafetensorsTensor parse_entry(const std::string& path, const std::string& name, 
     e.fail("data_offsets end " + std::to_string(t.end) + " is past the end of the data section (" +
            std::to_string(data_bytes) + " bytes)");
   uint64_t bytes = 0;
-  if (!tensor_bytes(t.shape, t.dtype, &bytes)) e.fail("shape " + shape_string(t.shape) + " is too large");
+  if (!tensor_bytes(t.shape, t.dtype, &bytes))
+    e.fail(std::string(dtype_name(t.dtype)) + " shape " + shape_string(t.shape) +
+           " is too large: its byte count overflows 64 bits");
   if (bytes != t.end - t.begin)
     e.fail(std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape) + " needs " +
            std::to_string(bytes) + " bytes, but data_offsets [" + std::to_string(t.begin) + ", " +
@@ -132,16 +223,49 @@ SafetensorsTensor parse_entry(const std::string& path, const std::string& name, 
   return t;
 }
 
-void check_no_overlap(const std::string& path, const std::vector<SafetensorsTensor>& tensors) {
+std::string range_string(const SafetensorsTensor& t) {
+  return "'" + t.name + "' [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ")";
+}
+
+// The tensors' byte ranges, in offset order, must tile the data section: the first at 0, each
+// where the previous ended, the last at its end. As the reference does, a gap, an overlap or a
+// stray byte is refused: each is what a wrong header length or a corrupt offset leaves.
+void check_coverage(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                    uint64_t data_bytes) {
   std::vector<const SafetensorsTensor*> order;
-  for (const SafetensorsTensor& t : tensors)
-    if (t.end > t.begin) order.push_back(&t);  // empty tensors occupy nothing
-  std::sort(order.begin(), order.end(),
-            [](const SafetensorsTensor* a, const SafetensorsTensor* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < order.size(); ++i)
-    if (order[i]->begin < order[i - 1]->end)
-      throw Error(path + ": tensors '" + order[i - 1]->name + "' and '" + order[i]->name +
-                  "' overlap in the data section");
+  for (const SafetensorsTensor& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const SafetensorsTensor* a, const SafetensorsTensor* b) {
+    return std::tie(a->begin, a->end, a->name) < std::tie(b->begin, b->end, b->name);
+  });
+  const SafetensorsTensor* prev = nullptr;
+  for (const SafetensorsTensor* t : order) {
+    const uint64_t expected = prev ? prev->end : 0;
+    if (t->begin == expected) {
+      prev = t;
+      continue;
+    }
+    const std::string after = prev ? "tensor " + range_string(*prev) : "the start of the data section";
+    if (t->begin < expected)
+      throw Error(path + ": tensor " + range_string(*t) + " overlaps " + after);
+    throw Error(path + ": tensor " + range_string(*t) + " leaves a gap of " +
+                std::to_string(t->begin - expected) + " bytes after " + after +
+                " (the ranges must tile the data section)");
+  }
+  const uint64_t end = prev ? prev->end : 0;
+  if (end != data_bytes)
+    throw Error(path + ": the tensors end at byte " + std::to_string(end) +
+                " of the data section, but it has " + std::to_string(data_bytes) + " bytes: " +
+                std::to_string(data_bytes - end) +
+                " belong to no tensor (is the 8-byte header length wrong?)");
+}
+
+// "__metadata__" is the format's free-form map of strings to strings; the reference refuses
+// anything else there.
+void check_metadata(const std::string& path, const json& metadata) {
+  bool strings = metadata.is_object();
+  for (const json& v : metadata) strings = strings && v.is_string();
+  if (!strings)
+    throw Error(path + ": '__metadata__' must be an object of strings, got " + metadata.dump());
 }
 
 }  // namespace
@@ -167,21 +291,38 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const auto* base = static_cast<const uint8_t*>(f.mapping.get());
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
+  if (header_len > kMaxSafetensorsHeader)
+    throw Error(f.path + ": header length " + std::to_string(header_len) + " is more than the " +
+                std::to_string(kMaxSafetensorsHeader) + " bytes a safetensors header may have");
   if (header_len > size - 8)
     throw Error(f.path + ": header length " + std::to_string(header_len) +
                 " runs past the end of the file (" + std::to_string(size) + " bytes)");
   f.data = base + 8 + header_len;
   f.data_bytes = size - 8 - header_len;
 
+  if (uint64_t bad = utf8_error_at(base + 8, header_len); bad != header_len)
+    throw Error(f.path + ": the header is not valid UTF-8 (byte " + std::to_string(bad) +
+                " of " + std::to_string(header_len) + ")");
   const char* text = reinterpret_cast<const char*>(base + 8);
   json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) throw Error(f.path + ": the header is not valid JSON");
   if (!header.is_object())
     throw Error(f.path + ": the header must be a JSON object, got " + header.type_name());
-  for (const auto& [name, v] : header.items())
-    if (name != "__metadata__") f.tensors.push_back(parse_entry(f.path, name, v, f.data_bytes));
-  check_no_overlap(f.path, f.tensors);
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__")
+      check_metadata(f.path, v);
+    else
+      f.tensors.push_back(parse_entry(f.path, name, v, f.data_bytes));
+  }
+  check_coverage(f.path, f.tensors, f.data_bytes);
   return f;
+}
+
+json read_json_file(const std::filesystem::path& path, const std::string& what) {
+  const std::string text = read_text(path.string(), what);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw Error(path.string() + ": not valid JSON");
+  return j;
 }
 
 void write_safetensors(const std::filesystem::path& path,

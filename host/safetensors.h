@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace spindle {
 
 // The dtypes Spindle reads; a file holding any other is rejected naming the tensor.
@@ -33,10 +35,26 @@ struct SafetensorsFile {
   std::vector<SafetensorsTensor> tensors;  // by name, "__metadata__" left out
 };
 
-// Maps and checks the file: header bounds, JSON, each entry's fields, dtype × shape against
-// its byte range, ranges inside the data section and not overlapping. Throws spindle::Error
-// naming the file and, where there is one, the tensor.
+// The header's largest length, the reference implementation's (safetensors' MAX_HEADER_SIZE):
+// a longer one is a corrupt length, not a header.
+constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
+
+// Maps and checks the file as strictly as the reference implementation (safetensors'
+// Metadata::validate): a regular file; the header length at most kMaxSafetensorsHeader and
+// inside the file; the header UTF-8 JSON, an object whose "__metadata__" (if any) maps strings
+// to strings; each entry's fields; dtype × shape (overflow-checked) equal to its byte range;
+// and the ranges, in offset order, tiling the data section exactly: the first at 0, each where
+// the previous ended, the last at the file's end, so that a wrong header length cannot shift
+// the tensors unnoticed. Throws spindle::Error naming the file and, where there is one, the
+// tensor with its offsets.
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+// A JSON file a loader reads (config.json, model.safetensors.index.json), at most
+// kMaxSafetensorsHeader bytes, the largest JSON a checkpoint holds. Throws spindle::Error naming
+// the file and saying in plain words what is wrong: missing, a directory or a device rather
+// than a regular file, unreadable, too large, not JSON. `what` is the file's role in the
+// message ("the model config"). Here because the safetensors reader shares its file checks.
+nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& what);
 
 struct SafetensorsEntry {
   std::string name;

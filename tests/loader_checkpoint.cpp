@@ -221,3 +221,85 @@ TEST_CASE("directories that are not checkpoints") {
   CHECK_ERROR(load_checkpoint(dir.path()),
               "no model.safetensors or model.safetensors.index.json in the directory");
 }
+
+TEST_CASE("checkpoint files that are directories or devices are named in plain words") {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "config.json");
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              (dir / "config.json").string() + ": cannot open the model config: it is a directory, not a file");
+  std::filesystem::remove(dir / "config.json");
+  std::filesystem::create_symlink("/dev/null", dir / "config.json");
+  CHECK_ERROR(load_checkpoint(dir.path()), "config.json: cannot open the model config: it is a character device");
+  std::filesystem::remove(dir / "config.json");
+  write_config(dir.path(), tiny().config);
+
+  SUBCASE("model.safetensors") {
+    std::filesystem::create_directory(dir / "model.safetensors");
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                (dir / "model.safetensors").string() + ": cannot open safetensors file: it is a directory, not a file");
+  }
+  SUBCASE("the shard index") {
+    std::filesystem::create_directory(dir / "model.safetensors.index.json");
+    CHECK_ERROR(load_checkpoint(dir.path()), (dir / "model.safetensors.index.json").string() +
+                                                 ": cannot open the shard index: it is a directory, not a file");
+  }
+  SUBCASE("a shard") {
+    std::filesystem::create_directory(dir / "shard.safetensors");
+    write_file(dir / "model.safetensors.index.json",
+               json{{"weight_map", {{"model.norm.weight", "shard.safetensors"}}}}.dump());
+    CHECK_ERROR(load_checkpoint(dir.path()), "shard.safetensors: cannot open safetensors file: it is a directory");
+  }
+}
+
+TEST_CASE("a JSON file larger than any checkpoint's is refused before it is read") {
+  TempDir dir;
+  write_file(dir / "config.json", "");
+  std::filesystem::resize_file(dir / "config.json", 100'000'001);  // sparse: no disk, no time
+  CHECK_ERROR(load_config(dir / "config.json"),
+              "config.json: cannot open the model config: it has 100000001 bytes, more than the 100000000");
+}
+
+TEST_CASE("shard names in the index stay inside the checkpoint directory") {
+  TempDir root;
+  const std::filesystem::path dir = root / "ckpt";
+  std::filesystem::create_directories(dir / "sub");
+  write_config(dir, tiny().config);
+  write_safetensors(dir / "sub" / "model.safetensors", entries_of(tiny()));
+  auto index_naming = [&](const std::string& shard) {
+    json map = json::object();
+    for (const SafetensorsEntry& e : entries_of(tiny())) map[e.name] = "sub/model.safetensors";
+    map["model.norm.weight"] = shard;
+    write_file(dir / "model.safetensors.index.json", json{{"weight_map", map}}.dump());
+  };
+  index_naming("sub/model.safetensors");
+  CHECK(same_tensors(load_checkpoint(dir), tiny()));  // a subdirectory is inside
+  index_naming("./sub/../sub/model.safetensors");  // another spelling of the same shard
+  CHECK(same_tensors(load_checkpoint(dir), tiny()));
+
+  const std::string index = (dir / "model.safetensors.index.json").string();
+  write_safetensors(root / "outside.safetensors", entries_of(tiny()));
+  for (const std::string shard : {"../outside.safetensors", "sub/../../outside.safetensors", "..", ".", "sub/.."}) {
+    CAPTURE(shard);
+    index_naming(shard);
+    CHECK_ERROR(load_checkpoint(dir), index + ": tensor 'model.norm.weight' is in shard '" + shard +
+                                          "', which is not a file inside the checkpoint directory");
+  }
+  index_naming((root / "outside.safetensors").string());
+  CHECK_ERROR(load_checkpoint(dir), "tensor 'model.norm.weight' is in shard '" + (root / "outside.safetensors").string() +
+                                        "', an absolute path; shards are named relative to the checkpoint directory");
+  index_naming("/etc/passwd");
+  CHECK_ERROR(load_checkpoint(dir), "shard '/etc/passwd', an absolute path");
+
+  SUBCASE("through a symlink") {
+    std::filesystem::create_symlink(root / "outside.safetensors", dir / "link.safetensors");
+    index_naming("link.safetensors");
+    CHECK_ERROR(load_checkpoint(dir), "shard 'link.safetensors', which resolves through symlinks to " +
+                                          std::filesystem::weakly_canonical(root / "outside.safetensors").string() +
+                                          ", outside the checkpoint directory");
+  }
+  SUBCASE("through a symlinked directory") {
+    std::filesystem::create_directory_symlink(root.path(), dir / "up");
+    index_naming("up/outside.safetensors");
+    CHECK_ERROR(load_checkpoint(dir), "shard 'up/outside.safetensors', which resolves through symlinks to");
+  }
+}

@@ -1,4 +1,5 @@
 // config.json parsing for every family, the round trip through config_to_json, and each error.
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "host/model_config.h"
@@ -381,4 +382,80 @@ TEST_CASE("load_config: missing file and bad JSON name the path") {
   write_file(dir / "config.json", bad.dump());
   CHECK_ERROR(load_config(dir / "config.json"),
               (dir / "config.json").string() + ": field 'hidden_size'");
+}
+
+TEST_CASE("config floats must be finite in fp32, and positive where that is meaningful") {
+  const json base = qwen3_8b();
+  // Finite as JSON doubles, infinite or zero as the fp32 the engine keeps.
+  CHECK_ERROR(parse_with(base, "rms_norm_eps", 1e300),
+              "config.json: field 'rms_norm_eps' = 1e+300 is out of fp32 range (it would be infinite)");
+  CHECK_ERROR(parse_with(base, "rms_norm_eps", 1e-50), "config.json: field 'rms_norm_eps' = 1e-50 rounds to 0 in fp32");
+  CHECK_ERROR(parse_with(base, "rope_theta", 1e39), "field 'rope_theta' = 1e+39 is out of fp32 range");
+  CHECK_ERROR(parse_with(base, "rope_theta", -3.5e38), "field 'rope_theta' = -3.5e+38 is out of fp32 range");
+  json nested = base;
+  nested["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e100}};
+  CHECK_ERROR(parse(nested), "field 'rope_theta' = 1e+100 is out of fp32 range");
+  CHECK_ERROR(parse_with(base, "rms_norm_eps", 0), "config.json: rms_norm_eps (0) must be a finite number greater than 0");
+  CHECK_ERROR(parse_with(base, "rms_norm_eps", -1e-6), "rms_norm_eps (-1e-06) must be a finite number greater than 0");
+  CHECK_ERROR(parse_with(base, "rope_theta", -10000), "rope_theta (-10000) must be a finite number greater than 0");
+  CHECK_ERROR(parse_with(base, "partial_rotary_factor", 0), "partial_rotary_factor (0) must be a finite number");
+  // The largest fp32 and the smallest subnormal are values, and read back as themselves.
+  ModelConfig edge = parse_with(base, "rope_theta", 3.4028235e38);
+  CHECK(edge.rope_theta == std::numeric_limits<float>::max());
+  check_same(parse(config_to_json(edge)), edge);
+  ModelConfig tiny_eps = parse_with(base, "rms_norm_eps", 1.5e-45);
+  CHECK(tiny_eps.rms_eps == std::numeric_limits<float>::denorm_min());
+  check_same(parse(config_to_json(tiny_eps)), tiny_eps);
+}
+
+TEST_CASE("config integers past their limits are refused as they are read") {
+  const json base = qwen3_8b();
+  // A billion layers was a minute of allocation before std::bad_alloc.
+  CHECK_ERROR(parse_with(base, "num_hidden_layers", 1'000'000'000),
+              "config.json: field 'num_hidden_layers' is too large: 1000000000 (at most 1024)");
+  CHECK(parse_with(base, "num_hidden_layers", 1024).layer_types.size() == 1024);
+  CHECK_ERROR(parse_with(base, "hidden_size", 65537), "field 'hidden_size' is too large: 65537 (at most 65536)");
+  CHECK_ERROR(parse_with(base, "vocab_size", (1 << 24) + 1), "field 'vocab_size' is too large: 16777217 (at most 16777216)");
+  CHECK_ERROR(parse_with(base, "max_position_embeddings", uint64_t(1) << 40),
+              "field 'max_position_embeddings' is too large: 1099511627776 (at most 67108864)");
+  struct Case {
+    json config;
+    const char* key;
+  };
+  const Case cases[] = {
+      {base, "num_attention_heads"},           {base, "num_key_value_heads"},
+      {base, "head_dim"},                      {base, "intermediate_size"},
+      {qwen3_30b_a3b(), "num_experts"},        {qwen3_30b_a3b(), "num_experts_per_tok"},
+      {qwen3_30b_a3b(), "moe_intermediate_size"}, {qwen3_30b_a3b(), "decoder_sparse_step"},
+      {qwen3_next_80b(), "shared_expert_intermediate_size"}, {qwen3_next_80b(), "linear_num_key_heads"},
+      {qwen3_next_80b(), "linear_num_value_heads"}, {qwen3_next_80b(), "linear_key_head_dim"},
+      {qwen3_next_80b(), "linear_value_head_dim"}, {qwen3_next_80b(), "linear_conv_kernel_dim"},
+      {qwen3_next_80b(), "full_attention_interval"},
+  };
+  for (const Case& c : cases)
+    CHECK_ERROR(parse_with(c.config, c.key, uint64_t(1) << 31),
+                std::string("field '") + c.key + "' is too large: 2147483648 (at most ");
+  CHECK_ERROR(parse_with(qwen3_30b_a3b(), "mlp_only_layers", {1, 5000}),
+              "field 'mlp_only_layers' is too large: 5000 (at most 1024)");
+}
+
+TEST_CASE("validate holds a config built in code to the same limits") {
+  ModelConfig c = parse(qwen3_8b());
+  c.n_layers = 1'000'000'000;
+  CHECK_ERROR(validate(c, "built"), "built: field 'num_hidden_layers' is too large: 1000000000 (at most 1024)");
+  c = parse(qwen3_8b());
+  c.n_kv_heads = 4096;
+  CHECK_ERROR(validate(c, "built"), "field 'num_key_value_heads' is too large: 4096 (at most 1024)");
+  c = parse(qwen3_8b());
+  c.rms_eps = std::numeric_limits<float>::infinity();
+  CHECK_ERROR(validate(c, "built"), "built: rms_norm_eps (inf) must be a finite number greater than 0");
+  c.rms_eps = std::numeric_limits<float>::quiet_NaN();
+  CHECK_ERROR(validate(c, "built"), "rms_norm_eps (nan) must be a finite number greater than 0");
+}
+
+TEST_CASE("load_config: a directory or a device is named in plain words") {
+  TempDir dir;
+  CHECK_ERROR(load_config(dir.path()),
+              dir.path().string() + ": cannot open the model config: it is a directory, not a file");
+  CHECK_ERROR(load_config("/dev/null"), "/dev/null: cannot open the model config: it is a character device");
 }

@@ -1,4 +1,6 @@
 // The safetensors reader and writer: round trips, and every malformed file the reader rejects.
+#include <sys/stat.h>
+
 #include <cstring>
 #include <vector>
 
@@ -102,7 +104,13 @@ TEST_CASE("safetensors: malformed files are rejected with the file and the reaso
   SUBCASE("header length past the end of the file") {
     CHECK_ERROR(read_raw(dir, safetensors_bytes(header_for(ok_entry), kData, 1000)),
                 path + ": header length 1000 runs past the end of the file");
-    CHECK_ERROR(read_raw(dir, safetensors_bytes("", "", UINT64_MAX - 3)), "runs past the end");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes("{}", "", 100'000'000)), "runs past the end");
+  }
+  SUBCASE("header length above the reference's 100 MB limit") {
+    CHECK_ERROR(read_raw(dir, safetensors_bytes("{}", "", 100'000'001)),
+                path + ": header length 100000001 is more than the 100000000 bytes a safetensors header may have");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes("", "", UINT64_MAX - 3)),
+                "header length 18446744073709551612 is more than the 100000000 bytes");
   }
   SUBCASE("bad JSON") {
     CHECK_ERROR(read_raw(dir, safetensors_bytes("{\"w\": {", kData)),
@@ -157,18 +165,87 @@ TEST_CASE("safetensors: malformed files are rejected with the file and the reaso
                                   header_for(R"({"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 16]})"),
                                   kData)),
                 "tensor 'w': F32 [2,4] needs 32 bytes, but data_offsets [0, 16] span 16");
+  }
+  SUBCASE("shapes whose byte count overflows 64 bits") {
+    // 2^40 × 2^40 wraps to 0 in 64 bits, which would match an empty range.
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(
+                                  header_for(R"({"dtype": "BF16", "shape": [1099511627776, 1099511627776], "data_offsets": [0, 0]})"),
+                                  "")),
+                path + ": tensor 'w': BF16 shape [1099511627776,1099511627776] is too large: its byte count overflows 64 bits");
     CHECK_ERROR(read_raw(dir, safetensors_bytes(
                                   header_for(R"({"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]})"),
                                   kData)),
-                "is too large");
+                "overflows 64 bits");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(
+                                  header_for(R"({"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 18446744073709551615]})"),
+                                  kData)),
+                "data_offsets end 18446744073709551615 is past the end of the data section (16 bytes)");
   }
   SUBCASE("overlapping tensors") {
     std::string header =
         R"({"a": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]},
             "b": {"dtype": "BF16", "shape": [4], "data_offsets": [6, 14]}})";
     CHECK_ERROR(read_raw(dir, safetensors_bytes(header, kData)),
-                path + ": tensors 'a' and 'b' overlap in the data section");
+                path + ": tensor 'b' [6, 14) overlaps tensor 'a' [0, 8)");
+    std::string same =
+        R"({"a": {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]},
+            "b": {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]}})";
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(same, kData)), "tensor 'b' [0, 16) overlaps tensor 'a' [0, 16)");
   }
+  SUBCASE("gaps between tensors, and a first tensor not at 0") {
+    std::string header =
+        R"({"a": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 6]},
+            "b": {"dtype": "BF16", "shape": [4], "data_offsets": [8, 16]}})";
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(header, kData)),
+                path + ": tensor 'b' [8, 16) leaves a gap of 2 bytes after tensor 'a' [0, 6)");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(
+                                  header_for(R"({"dtype": "BF16", "shape": [4], "data_offsets": [8, 16]})"), kData)),
+                "tensor 'w' [8, 16) leaves a gap of 8 bytes after the start of the data section");
+  }
+  SUBCASE("bytes after the last tensor") {
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(header_for(ok_entry), kData + "xyz")),
+                path + ": the tensors end at byte 16 of the data section, but it has 19 bytes: 3 belong to no tensor");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes("{}", kData)),
+                "the tensors end at byte 0 of the data section, but it has 16 bytes");
+  }
+  SUBCASE("a header length shortened into the header's padding") {
+    // The JSON still parses, but the data section now starts 3 bytes early: every tensor would
+    // be read 3 bytes off.
+    const std::string header = header_for(ok_entry) + "   ";
+    REQUIRE(read_raw(dir, safetensors_bytes(header, kData)).tensors.size() == 1);
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(header, kData, header.size() - 3)),
+                "the tensors end at byte 16 of the data section, but it has 19 bytes: 3 belong to no tensor "
+                "(is the 8-byte header length wrong?)");
+  }
+  SUBCASE("a header that is not UTF-8") {
+    const std::string entry = R"({"dtype": "BF16", "shape": [2, 4], "data_offsets": [0, 16]})";
+    CHECK_ERROR(read_raw(dir, safetensors_bytes("{\"w\xff\": " + entry + "}", kData)),
+                path + ": the header is not valid UTF-8 (byte 3 of");
+    for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"})
+      CHECK_ERROR(read_raw(dir, safetensors_bytes(std::string("{\"") + bad + "\": " + entry + "}", kData)),
+                  "the header is not valid UTF-8 (byte 2 of");
+    REQUIRE(read_raw(dir, safetensors_bytes("{\"w\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\": " + entry + "}", kData))
+                .tensors[0]
+                .name == "w\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  }
+  SUBCASE("__metadata__ must map strings to strings") {
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(R"({"__metadata__": {"format": 1}})", "")),
+                path + ": '__metadata__' must be an object of strings, got {\"format\":1}");
+    CHECK_ERROR(read_raw(dir, safetensors_bytes(R"({"__metadata__": ["pt"]})", "")),
+                "'__metadata__' must be an object of strings");
+  }
+}
+
+TEST_CASE("safetensors: paths that are not regular files are named in plain words") {
+  TempDir dir;
+  CHECK_ERROR(read_safetensors(dir.path()),
+              dir.path().string() + ": cannot open safetensors file: it is a directory, not a file");
+  CHECK_ERROR(read_safetensors("/dev/null"),
+              "/dev/null: cannot open safetensors file: it is a character device, not a regular file");
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  CHECK_ERROR(read_safetensors(dir / "fifo"), "fifo: cannot open safetensors file: it is a FIFO, not a regular file");
+  std::filesystem::create_directory_symlink(dir.path(), dir / "link");
+  CHECK_ERROR(read_safetensors(dir / "link"), "link: cannot open safetensors file: it is a directory, not a file");
 }
 
 TEST_CASE("write_safetensors rejects wrong byte counts and repeated names") {
