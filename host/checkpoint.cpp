@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "host/files.h"
 #include "host/safetensors.h"
 #include "ops/bf16.h"
 #include "tasks/error.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
-#include "host/safetensors.h"
+#include "host/files.h"
 #include "tasks/error.h"
 
 namespace spindle {

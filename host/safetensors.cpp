@@ -1,23 +1,17 @@
 #include "host/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "host/files.h"
 #include "tasks/error.h"
 
 namespace spindle {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct DTypeInfo {
@@ -41,85 +35,6 @@ bool tensor_bytes(const std::vector<uint64_t>& shape, DType dtype, uint64_t* byt
     if (__builtin_mul_overflow(n, d, &n)) return false;
   *bytes = n;
   return true;
-}
-
-// What a path that is not a regular file is, in plain words: open(), read() and mmap() would
-// answer "Is a directory" or "No such device", which does not say what is wrong.
-std::string not_a_regular_file(const fs::file_status& st, const std::error_code& ec) {
-  switch (st.type()) {
-    case fs::file_type::not_found: return "no such file";
-    case fs::file_type::directory: return "it is a directory, not a file";
-    case fs::file_type::character: return "it is a character device, not a regular file";
-    case fs::file_type::block: return "it is a block device, not a regular file";
-    case fs::file_type::fifo: return "it is a FIFO, not a regular file";
-    case fs::file_type::socket: return "it is a socket, not a regular file";
-    default: return ec ? ec.message() : "it is not a regular file";
-  }
-}
-
-// A read-only descriptor of a regular file, closed at scope exit.
-class RegularFile {
- public:
-  RegularFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(path, ec);
-    if (!fs::is_regular_file(st)) fail(not_a_regular_file(st, ec));
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(std::strerror(errno));
-  }
-  ~RegularFile() { ::close(fd_); }
-  RegularFile(const RegularFile&) = delete;
-  RegularFile& operator=(const RegularFile&) = delete;
-
-  [[noreturn]] void fail(const std::string& why) const {
-    throw Error(path_ + ": cannot open " + what_ + ": " + why);
-  }
-  uint64_t size() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail(std::strerror(errno));
-    return uint64_t(st.st_size);
-  }
-  int fd() const { return fd_; }
-
- private:
-  std::string path_, what_;
-  int fd_ = -1;
-};
-
-// The whole of a small file, read through a descriptor so that a failure is an errno to name.
-std::string read_text(const std::string& path, const std::string& what) {
-  RegularFile file(path, what);
-  const uint64_t size = file.size();
-  if (size > kMaxSafetensorsHeader)
-    file.fail("it has " + std::to_string(size) + " bytes, more than the " +
-              std::to_string(kMaxSafetensorsHeader) + " a JSON file of a checkpoint may have");
-  std::string text(size, '\0');
-  uint64_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(file.fd(), text.data() + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error(path + ": cannot read " + what + ": " + std::strerror(errno));
-    if (n == 0) break;  // the file shrank while we read it
-    done += uint64_t(n);
-  }
-  text.resize(done);
-  return text;
-}
-
-// A read-only mapping of a whole file, unmapped when the last owner goes.
-std::shared_ptr<const void> map_file(const std::string& path, uint64_t* size) {
-  RegularFile file(path, "safetensors file");
-  *size = file.size();
-  if (*size < 8)
-    throw Error(path + ": file is " + std::to_string(*size) +
-                " bytes, too short for the 8-byte safetensors header length");
-  // The mapping stays valid once `file` closes the descriptor.
-  void* addr = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-  if (addr == MAP_FAILED) throw Error(path + ": cannot be mapped into memory: " + std::strerror(errno));
-  uint64_t len = *size;
-  return std::shared_ptr<const void>(addr, [len](const void* p) {
-    ::munmap(const_cast<void*>(p), len);
-  });
 }
 
 // The offset of the first byte of `s` that is not well-formed UTF-8 (RFC 3629: shortest forms,
@@ -287,7 +202,10 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   SafetensorsFile f;
   f.path = path.string();
   uint64_t size = 0;
-  f.mapping = map_file(f.path, &size);
+  f.mapping = map_file(path, "safetensors file", &size);
+  if (size < 8)
+    throw Error(f.path + ": file is " + std::to_string(size) +
+                " bytes, too short for the 8-byte safetensors header length");
   const auto* base = static_cast<const uint8_t*>(f.mapping.get());
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
@@ -316,13 +234,6 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   }
   check_coverage(f.path, f.tensors, f.data_bytes);
   return f;
-}
-
-json read_json_file(const std::filesystem::path& path, const std::string& what) {
-  const std::string text = read_text(path.string(), what);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw Error(path.string() + ": not valid JSON");
-  return j;
 }
 
 void write_safetensors(const std::filesystem::path& path,

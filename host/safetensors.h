@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace spindle {
 
 // The dtypes Spindle reads; a file holding any other is rejected naming the tensor.
@@ -48,13 +46,6 @@ constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
 // the tensors unnoticed. Throws spindle::Error naming the file and, where there is one, the
 // tensor with its offsets.
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
-
-// A JSON file a loader reads (config.json, model.safetensors.index.json), at most
-// kMaxSafetensorsHeader bytes, the largest JSON a checkpoint holds. Throws spindle::Error naming
-// the file and saying in plain words what is wrong: missing, a directory or a device rather
-// than a regular file, unreadable, too large, not JSON. `what` is the file's role in the
-// message ("the model config"). Here because the safetensors reader shares its file checks.
-nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& what);
 
 struct SafetensorsEntry {
   std::string name;
