@@ -3,7 +3,10 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "host/executor.h"
@@ -44,12 +47,28 @@ class SequentialExecutor final : public CpuExecutor {
 
 class ThreadedExecutor final : public CpuExecutor {
  public:
+  // Workers it takes at most. Each is an OS thread, started anew by every run_steps with its own
+  // stack (8 MiB of address space by default): 4096 is far more than any machine's cores, which
+  // more would only oversubscribe, and within the usual per-user limits on threads.
+  static constexpr uint32_t kMaxWorkers = 4096;
+
+  // Throws spindle::Error when opt.workers is more than kMaxWorkers.
   ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
+  // Throws spindle::Error when a worker fails or a thread cannot be started (the system's
+  // limit on threads or memory); the executor then refuses to run again.
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
   uint32_t worker_count() const override { return workers_; }
 
  private:
+  // The first exception a worker threw, the cause; the workers stopped by the abort it sets
+  // throw the others.
+  struct FirstFailure {
+    std::exception_ptr error;
+    std::mutex mutex;
+  };
+  std::vector<std::thread> start_workers(uint32_t steps, std::vector<std::vector<TaskTrace>>& traces,
+                                         FirstFailure& failure);
   void worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace);
   void run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace);
   void wait_for(const SpTask& t, uint32_t task_index, uint32_t step);

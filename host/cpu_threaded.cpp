@@ -1,6 +1,5 @@
-#include <exception>
-#include <mutex>
-#include <thread>
+#include <string>
+#include <system_error>
 
 #include "host/cpu_executors.h"
 #include "host/schedule.h"
@@ -12,6 +11,9 @@ namespace spindle {
 namespace {
 
 uint32_t resolve_workers(uint32_t requested) {
+  if (requested > ThreadedExecutor::kMaxWorkers)
+    throw Error("threaded executor: --workers " + std::to_string(requested) + " is more than " +
+                std::to_string(ThreadedExecutor::kMaxWorkers) + ", the most threads it starts (one a worker)");
   if (requested) return requested;
   return std::max(1u, std::thread::hardware_concurrency());
 }
@@ -57,6 +59,7 @@ void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t s
 }
 
 void ThreadedExecutor::run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace) {
+  if (abort_.load(std::memory_order_relaxed)) throw Error("aborted");
   const SpTask& t = graph_.tasks[task_index];
   const uint64_t t0 = tracing_ ? trace_ns() : 0;
   wait_for(t, task_index, step);
@@ -81,30 +84,45 @@ void ThreadedExecutor::worker(uint32_t id, uint32_t first_step, uint32_t steps, 
     run_one(id, first_step + uint32_t(t / n), uint32_t(t % n), trace);
 }
 
+// One thread a worker. A thread the system cannot start ends the run: the workers already
+// started are told to abort and joined, as their tasks may have moved the counters.
+std::vector<std::thread> ThreadedExecutor::start_workers(uint32_t steps, std::vector<std::vector<TaskTrace>>& traces,
+                                                         FirstFailure& failure) {
+  std::vector<std::thread> threads;
+  threads.reserve(workers_);
+  for (uint32_t id = 0; id < workers_; ++id) {
+    try {
+      threads.emplace_back([this, &traces, &failure, id, steps] {
+        try {
+          worker(id, steps_done_, steps, traces[id]);
+        } catch (...) {
+          std::lock_guard lock(failure.mutex);
+          if (!failure.error) failure.error = std::current_exception();
+          abort_.store(true, std::memory_order_relaxed);
+        }
+      });
+    } catch (const std::system_error& e) {
+      abort_.store(true, std::memory_order_relaxed);
+      for (std::thread& th : threads) th.join();
+      broken_ = true;
+      throw Error("threaded executor: cannot start worker thread " + std::to_string(id + 1) + " of " +
+                  std::to_string(workers_) + ": " + e.code().message());
+    }
+  }
+  return threads;
+}
+
 void ThreadedExecutor::run_steps(uint32_t steps) {
   if (broken_) throw Error("this executor stopped on an earlier error; make a new one");
   ticket_.store(0, std::memory_order_relaxed);
   abort_.store(false, std::memory_order_relaxed);
   std::vector<std::vector<TaskTrace>> traces(workers_);
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  std::vector<std::thread> threads;
-  for (uint32_t id = 0; id < workers_; ++id)
-    threads.emplace_back([&, id] {
-      try {
-        worker(id, steps_done_, steps, traces[id]);
-      } catch (...) {
-        std::lock_guard lock(failure_mutex);
-        // The first failure is the cause; the others are workers stopped by the abort.
-        if (!failure) failure = std::current_exception();
-        abort_.store(true, std::memory_order_relaxed);
-      }
-    });
-  for (std::thread& th : threads) th.join();
-  if (failure) {
+  FirstFailure failure;
+  for (std::thread& th : start_workers(steps, traces, failure)) th.join();
+  if (failure.error) {
     // The counters no longer match any whole number of steps.
     broken_ = true;
-    std::rethrow_exception(failure);
+    std::rethrow_exception(failure.error);
   }
   steps_done_ += steps;
   for (auto& t : traces) trace_.insert(trace_.end(), t.begin(), t.end());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "tasks/error.h"
@@ -49,6 +50,13 @@ void run(Executor& ex, uint32_t steps, uint32_t position) {
   require_finite_logits(ex, position);
 }
 
+// 0.5 → "0.5", NaN → "nan": a value as the user would have typed it.
+std::string shortest(float v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -66,8 +74,8 @@ void require_finite_logits(Executor& ex, uint32_t start_position) {
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t max_new_tokens,
                     const SamplingOptions& s, uint32_t start_position) {
   check_ids(g, prompt, max_new_tokens, "prompt", start_position);
-  if (!(s.temperature >= 0)) throw Error("temperature must be >= 0");
-  if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("top-p must be in (0, 1]");
+  if (!(s.temperature >= 0)) throw Error("temperature must be >= 0, not " + shortest(s.temperature));
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("top-p must be in (0, 1], not " + shortest(s.top_p));
   start(ex, prompt, s, start_position);
   DecodeResult r;
   // Step s feeds token s; the last prompt token's step yields the first new token.

@@ -186,6 +186,7 @@ DeviceTraits device_traits(VkPhysicalDevice p) {
   t.driver = v12.driverID;
   t.max_shared_bytes = limits.maxComputeSharedMemorySize;
   t.max_workgroup_size = std::min(limits.maxComputeWorkGroupSize[0], limits.maxComputeWorkGroupInvocations);
+  t.max_workgroups = limits.maxComputeWorkGroupCount[0];
   t.compute_units = sm.shaderSMCount;
   t.subgroup_size = v11.subgroupSize;
   t.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -200,6 +201,9 @@ uint32_t choose_device(const std::vector<VkPhysicalDevice>& devices, int32_t ind
   if (devices.empty())
     throw Error("vulkan executor: the Vulkan loader found no device (for the CPU driver install "
                 "mesa-vulkan-drivers, or point VK_DRIVER_FILES at a driver's ICD json)");
+  if (index < -1)
+    throw Error("vulkan executor: there is no device " + std::to_string(index) +
+                "; give an index `spindle info` lists, or -1 for the best usable one");
   if (index >= int32_t(devices.size()))
     throw Error("vulkan executor: there is no device " + std::to_string(index) + "; `spindle info` lists the " +
                 std::to_string(devices.size()) + " found");

@@ -20,6 +20,7 @@ struct DeviceTraits {
   VkDriverId driver = VkDriverId(0);
   uint32_t max_shared_bytes = 0;      // maxComputeSharedMemorySize
   uint32_t max_workgroup_size = 0;    // min of maxComputeWorkGroupSize[0] and ...Invocations
+  uint32_t max_workgroups = 0;        // maxComputeWorkGroupCount[0]: workgroups one dispatch may have
   uint32_t compute_units = 0;         // SMs where the driver says (NVIDIA), else 0
   uint32_t subgroup_size = 0;         // invocations of a compute subgroup
   bool cpu = false;                   // a CPU device (lavapipe)

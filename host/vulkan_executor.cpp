@@ -133,6 +133,21 @@ uint32_t default_workers(const vk::DeviceTraits& d) {
   return d.compute_units ? d.compute_units : 64;
 }
 
+// The workers asked for (0: the default), within one dispatch's workgroups on the device and
+// VulkanExecutor::kMaxWorkers.
+uint32_t checked_workers(const vk::DeviceTraits& d, uint32_t asked) {
+  const uint32_t workers = asked ? asked : default_workers(d);
+  const std::string refused = "vulkan executor: --workers " + std::to_string(workers) + " is more than ";
+  if (workers > d.max_workgroups)
+    throw Error(refused + "the " + std::to_string(d.max_workgroups) + " workgroups " + d.name +
+                " allows in a dispatch (maxComputeWorkGroupCount[0])");
+  if (workers > VulkanExecutor::kMaxWorkers)
+    throw Error(refused + std::to_string(VulkanExecutor::kMaxWorkers) +
+                ", the most the executor takes (the least maxComputeWorkGroupCount[0] Vulkan guarantees; more only "
+                "queue behind those the device runs at once)");
+  return workers;
+}
+
 // The task table the shader reads: each task with its view operands renumbered 0..7 and those
 // views resolved to device addresses beside it (the CUDA kernel's StagedTask, with addresses).
 std::vector<VulkanStagedTask> staged_tasks(const Graph& g, const std::vector<vk::Buffer>& arenas) {
@@ -310,10 +325,10 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   Device& d = *dev_;
   const vk::DeviceTraits& traits = d.ctx.traits();
   warps_ = tuning.warps ? tuning.warps : traits.lavapipe() ? 1 : 8;
-  if (warps_ * kLanes > traits.max_workgroup_size)
+  if (uint64_t(warps_) * kLanes > traits.max_workgroup_size)
     throw Error("vulkan executor: " + std::to_string(warps_) + " warps of 32 exceed the device's workgroup size of " +
                 std::to_string(traits.max_workgroup_size));
-  workers_ = opt.workers ? opt.workers : default_workers(traits);
+  workers_ = checked_workers(traits, opt.workers);
   d.budget = tuning.budget ? tuning.budget : traits.lavapipe() ? kLavapipeBudget : kVkNoBudget;
   shuffle_width_ = shuffle_width(traits, tuning.shuffle_width);
   poll_by_load_ = tuning.poll == VulkanPoll::Device ? !traits.cpu : tuning.poll == VulkanPoll::Load;

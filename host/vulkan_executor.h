@@ -19,9 +19,16 @@ namespace spindle {
 
 class VulkanExecutor final : public Executor {
  public:
+  // Workgroups a run may have, whatever the device allows: beyond those a device runs at once
+  // they only queue (on lavapipe 1000 of them took 133 s for two steps of the tiny model), and
+  // each holds a claim slot in the control block read back after every dispatch. 65535 is the
+  // least maxComputeWorkGroupCount[0] Vulkan guarantees, so a count one device takes, all do.
+  static constexpr uint32_t kMaxWorkers = 65535;
+
   // Tuned by opt.vulkan. Throws spindle::Error when no usable device is found, the graph
-  // needs what the shaders lack, a knob has a value the shaders do not take, or memory runs
-  // out (naming the buffer and the bytes).
+  // needs what the shaders lack, a knob has a value the shaders do not take, opt.workers is
+  // more than kMaxWorkers or the device's workgroups in a dispatch, or memory runs out (naming
+  // the buffer and the bytes).
   VulkanExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
   ~VulkanExecutor() override;
 

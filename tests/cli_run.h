@@ -3,9 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 
@@ -35,11 +38,12 @@ inline std::string slurp(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// `args` is appended to the binary's path as shell words.
-inline CliResult run_cli(const std::string& args) {
+// `args` is appended to the binary's path as shell words; `shell_before` (e.g. "ulimit -v N;")
+// runs first in the same shell.
+inline CliResult run_cli(const std::string& args, const std::string& shell_before = "") {
   ScratchDir dir;
   const auto out = dir.path / "out", err = dir.path / "err";
-  const std::string cmd = std::string(SPINDLE_CLI_PATH) + " " + args + " >" + out.string() +
+  const std::string cmd = shell_before + std::string(SPINDLE_CLI_PATH) + " " + args + " >" + out.string() +
                           " 2>" + err.string();
   const int raw = std::system(cmd.c_str());
   CliResult r;
@@ -47,6 +51,27 @@ inline CliResult run_cli(const std::string& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// An error the command reports itself: "spindle: error: " and each phrase, exit status 2.
+inline void check_error(const std::string& args, std::initializer_list<const char*> phrases) {
+  const CliResult r = run_cli(args);
+  CAPTURE(args);
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err_has("spindle: error: "));
+  for (const char* p : phrases) CHECK(r.err_has(p));
+}
+
+// A usage error, which CLI11 reports as the command line is parsed: its message with the
+// phrase, a pointer to --help, exit status 2.
+inline void check_usage_error(const std::string& args, const std::string& phrase) {
+  const CliResult r = run_cli(args);
+  CAPTURE(args);
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err_has(phrase));
+  CHECK(r.err_has("Run with --help for more information."));
 }
 
 }  // namespace spindle::test

@@ -37,6 +37,29 @@ TEST_CASE("vulkan: devices are listed, and one that does not exist is refused by
   CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("there is no device 99") != std::string::npos);
 }
 
+TEST_CASE("vulkan: a device index below -1 is refused, not taken as the best one") {
+  const TinyModel& m = tiny_model();
+  ExecutorOptions o = vulkan_options(2);
+  o.device = -5;
+  CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("there is no device -5") != std::string::npos);
+}
+
+TEST_CASE("vulkan: more workers than a dispatch's workgroups is refused up front, naming --workers and the limit") {
+  const TinyModel& m = tiny_model();
+  for (const uint32_t workers : {100000000u, VulkanExecutor::kMaxWorkers + 1}) {
+    const std::string msg = error_of([&] { make_executor(m.graph, m.weights, vulkan_options(workers)); });
+    CAPTURE(msg);
+    CHECK(msg.find("vulkan executor: --workers " + std::to_string(workers) + " is more than ") != std::string::npos);
+    // the device's limit where it is the lower (lavapipe's is 65535), else the executor's
+    CHECK((msg.find("allows in a dispatch (maxComputeWorkGroupCount[0])") != std::string::npos ||
+           msg.find("65535, the most the executor takes") != std::string::npos));
+  }
+  VulkanTuning wrapping;  // 32 invocations a warp: 2^32 + 32 of them
+  wrapping.warps = (1u << 27) + 1;
+  const std::string warps = error_of([&] { make_executor(m.graph, m.weights, vulkan_options(1, wrapping)); });
+  CHECK(warps.find("134217729 warps of 32 exceed the device's workgroup size") != std::string::npos);
+}
+
 TEST_CASE("vulkan: a graph that never finishes trips the watchdog, and a new executor still runs") {
   check_watchdog_trips(vulkan_options(2, 300), "earlier failure");
 

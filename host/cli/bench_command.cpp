@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +20,10 @@
 
 namespace spindle::cli {
 namespace {
+
+// Timed runs a bench may ask for: their timings are kept for the median, and a million is more
+// than any median needs.
+constexpr uint32_t kMaxReps = 1000000;
 
 struct BenchFlags {
   std::string model;
@@ -78,26 +81,30 @@ Row time_mode(Executor& ex, const std::string& mode, uint32_t position, uint32_t
   return r;
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
+// --modes' CUDA modes, each checked before anything runs.
+std::vector<std::string> cuda_modes(const std::string& list) {
+  const std::vector<std::string> modes = split_list(list);
+  for (const std::string& mode : modes) {
+    try {
+      parse_cuda_mode(mode);
+    } catch (const Error& e) {
+      throw Error("--modes: " + std::string(e.what()));
+    }
+  }
+  return modes;
 }
 
 void bench(const BenchFlags& f) {
-  if (f.tokens == 0 || f.reps == 0) throw Error("bench: --tokens and --reps must be at least 1");
-  std::vector<uint32_t> positions;
-  for (uint32_t p : parse_token_ids(f.positions, "--positions")) positions.push_back(p);
+  const std::vector<uint32_t> positions = parse_uint32_list(f.positions, "--positions", "position");
   const uint32_t max_pos = *std::max_element(positions.begin(), positions.end());
 
+  const std::vector<std::string> asked = cuda_modes(f.modes.empty() ? "megakernel,per-op,graph" : f.modes);
   ExecutorOptions base = executor_options(f.executor);
   const bool cuda = base.kind == ExecutorKind::Cuda;
-  std::vector<std::string> modes = cuda ? split_list(f.modes.empty() ? "megakernel,per-op,graph" : f.modes)
-                                        : std::vector<std::string>{executor_kind_name(base.kind)};
+  const std::vector<std::string> modes = cuda ? asked : std::vector<std::string>{executor_kind_name(base.kind)};
   BuildOptions build = f.build;
-  build.context = max_pos + f.tokens + 1;
+  build.context = needed_context(uint64_t(max_pos) + f.tokens + 1, "--positions up to " + std::to_string(max_pos) +
+                                                                       " and --tokens " + std::to_string(f.tokens));
   const auto session = open_session(f.model, build);
   const Graph& g = session->graph;
 
@@ -123,7 +130,7 @@ void bench(const BenchFlags& f) {
                         {"rows", nlohmann::json::array()}};
   for (const Row& r : rows) {
     // A step at position q reads the cache rows 0..q: average over the timed steps.
-    const double kv_rows = r.position + (f.tokens + 1) / 2.0;
+    const double kv_rows = r.position + (f.tokens + 1.0) / 2;
     const double bytes = double(weight_bytes) + double(kv_bytes) * kv_rows;
     const double med = median(r.ms_per_token);
     const double floor_ms = bytes / (ceiling.gbs * 1e9) * 1e3;
@@ -169,14 +176,15 @@ void add_bench_command(CLI::App& app) {
       "bench", "Median ms/token per executor mode and context position, against the measured bandwidth floor");
   add_model_option(*cmd, f->model);
   add_executor_options(*cmd, f->executor);
-  cmd->add_option("--modes", f->modes, "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph)");
+  cmd->add_option("--modes", f->modes,
+                  "CUDA modes to compare, comma-separated (default: megakernel,per-op,graph); other executors run "
+                  "their one mode");
   cmd->add_option("--positions", f->positions,
                   "context positions the timed steps start at, comma-separated, run in turn; the KV rows before a "
                   "position hold what earlier runs wrote, so its tokens md5 depends on the positions before it")
       ->capture_default_str();
-  cmd->add_option("--tokens,-n", f->tokens, "decode steps per timed run")->capture_default_str();
-  cmd->add_option("--reps", f->reps, "timed runs after one warm-up run; the median is reported")
-      ->capture_default_str();
+  add_ranged_option(*cmd, "--tokens,-n", f->tokens, "decode steps per timed run", 1u, UINT32_MAX);
+  add_ranged_option(*cmd, "--reps", f->reps, "timed runs after one warm-up run; the median is reported", 1u, kMaxReps);
   add_tiling_options(*cmd, f->build);
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json, "print the results as JSON");

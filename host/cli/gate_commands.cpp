@@ -56,7 +56,7 @@ struct KlFlags {
 };
 
 int kl_gate(const KlFlags& f) {
-  const std::vector<uint32_t> ids = parse_token_ids(f.ids, "--ids");
+  const std::vector<uint32_t> ids = parse_uint32_list(f.ids, "--ids", "token id");
   const ExecutorOptions ours_opt = executor_options(f.executor);
   ExecutorOptions ref_opt;
   if (!f.ref_executor.empty()) ref_opt.kind = parse_executor_kind(f.ref_executor);
@@ -96,7 +96,12 @@ void add_md5_gate(CLI::App& gate, int& status) {
   CLI::App* cmd = gate.add_subcommand(
       "md5", "Greedy-decode and print the md5 of the new token ids (little-endian int32)");
   add_generate_options(*cmd, f->generate);
-  cmd->add_option("--expect", f->expect, "expected md5 (hex); a mismatch exits with status 1");
+  cmd->add_option("--expect", f->expect, "expected md5 (32 hex digits); a mismatch exits with status 1")
+      ->check([](const std::string& v) {
+        return v.size() == 32 && v.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos
+                   ? std::string()
+                   : "'" + v + "' is not an md5 (32 hex digits)";
+      });
   cmd->add_flag("--json", f->json, "print {md5, tokens, match} as JSON");
   cmd->callback([f, &status] { status = md5_gate(*f); });
 }
@@ -108,8 +113,9 @@ void add_kl_gate(CLI::App& gate, int& status) {
             "reference: KL(ref || ours) and top-1 agreement");
   add_model_option(*cmd, f->model);
   cmd->add_option("--ids", f->ids, "token ids to feed, comma-separated")->required();
-  CLI::Option* ref = cmd->add_option(
-      "--ref", f->ref_file, "reference logits: safetensors with f32 `logits` [len(ids), vocab]");
+  CLI::Option* ref =
+      cmd->add_option("--ref", f->ref_file, "reference logits: safetensors with f32 `logits` [len(ids), vocab]")
+          ->check(input_file());
   cmd->add_option("--ref-executor", f->ref_executor,
                   "compute the reference with this executor on the same graph (usually fp64)")
       ->excludes(ref);

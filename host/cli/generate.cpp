@@ -17,10 +17,14 @@ void add_generate_options(CLI::App& cmd, GenerateFlags& flags) {
 
 Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling) {
   Generation g;
-  g.prompt = parse_token_ids(flags.prompt_ids, "--prompt-ids");
+  g.prompt = parse_uint32_list(flags.prompt_ids, "--prompt-ids", "token id");
   const ExecutorOptions exec = executor_options(flags.executor);
   BuildOptions build = flags.build;
-  build.context = flags.context ? flags.context : uint32_t(g.prompt.size() + flags.max_new_tokens);
+  build.context = flags.context ? flags.context
+                                : needed_context(uint64_t(g.prompt.size()) + flags.max_new_tokens,
+                                                 "a prompt of " + std::to_string(g.prompt.size()) +
+                                                     " tokens and --max-new-tokens " +
+                                                     std::to_string(flags.max_new_tokens));
   const auto session = open_session(flags.model, build);
   const auto ex = open_executor(*session, exec);
   g.executor = ex->describe();

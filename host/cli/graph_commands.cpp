@@ -1,5 +1,4 @@
 // spindle graph dump | save: a decode graph as JSON, or saved as a .sptg file.
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -8,7 +7,6 @@
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
-#include "tasks/error.h"
 #include "tasks/graph_file.h"
 
 namespace spindle::cli {
@@ -35,10 +33,9 @@ void dump(const GraphFlags& f) {
     std::cout << text;
     return;
   }
-  std::ofstream out(f.out, std::ios::trunc);
+  std::ofstream out = open_output(f.out, "--out");
   out << text;
-  out.close();
-  if (!out) throw Error(f.out + ": cannot write the JSON dump");
+  close_output(out, f.out, "--out");
   std::cerr << "spindle: wrote " << f.out << "\n";
 }
 
@@ -65,6 +62,7 @@ void add_graph_commands(CLI::App& app) {
   add_build_options(*dump_cmd, *d);
   dump_cmd->add_option("--graph,-g", d->graph_file,
                        "dump this saved .sptg file instead of building one")
+      ->check(input_file())
       ->excludes("--model")
       ->excludes("--context")
       ->excludes("--stage-tasks")
@@ -74,13 +72,13 @@ void add_graph_commands(CLI::App& app) {
       ->excludes("--down-split")
       ->excludes("--fused-mlp")
       ->excludes("--kv-head-waits");
-  dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout");
+  dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout")->check(output_file());
   dump_cmd->callback([d] { dump(*d); });
 
   auto s = std::make_shared<GraphFlags>();
   CLI::App* save_cmd = graph->add_subcommand("save", "Build a model's graph and save it (.sptg)");
   add_build_options(*save_cmd, *s);
-  save_cmd->add_option("--out,-o", s->out, "the .sptg file to write")->required();
+  save_cmd->add_option("--out,-o", s->out, "the .sptg file to write")->required()->check(output_file());
   save_cmd->callback([s] { save(*s); });
 }
 

@@ -1,6 +1,7 @@
 // Options several commands share, and the parsing that goes with them.
 #pragma once
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@
 namespace spindle::cli {
 
 inline constexpr const char* kDefaultModel = "synthetic:qwen3-0.6b";
+
+// An unsigned option that shows its default and refuses values outside [lo, hi], naming the range.
+CLI::Option* add_ranged_option(CLI::App& cmd, const std::string& name, uint32_t& value, const std::string& help,
+                               uint32_t lo, uint32_t hi);
 
 // --model, defaulting to kDefaultModel.
 void add_model_option(CLI::App& cmd, std::string& model);
@@ -62,9 +67,42 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 // Throws spindle::Error listing the valid names for an unknown one.
 ExecutorOptions executor_options(const ExecutorFlags& flags);
 
-// "1,2,3" → {1, 2, 3}. Throws spindle::Error naming `option` and the item that is not a
-// token id.
-std::vector<uint32_t> parse_token_ids(const std::string& list, const std::string& option);
+// Every whole-number option of `app` and of its commands, however deep, reads its value in
+// decimal, as the lists' items are (CLI11 alone reads "0x10" as 16, "010" as 8, and "-1" or
+// 2^64 as 2^64 - 1): leading zeros are dropped and any other spelling is refused. Every
+// real-number option refuses NaN, which passes every range check.
+void check_number_spellings(CLI::App& app);
+
+// "a,b,,c" → {"a", "b", "", "c"}: the items as given, empty ones kept for the caller to refuse.
+std::vector<std::string> split_list(const std::string& list);
+
+// "1,2,3" → {1, 2, 3}: whole numbers from 0 to 2^32 - 1 in decimal, separated by commas and
+// nothing else. Throws spindle::Error naming `option` and the item that is not one, `what`
+// saying what the items are ("token id", "position").
+std::vector<uint32_t> parse_uint32_list(const std::string& list, const std::string& option, const std::string& what);
+
+// The context a run needs, `positions` (summed in 64 bits from the command's numbers, which
+// `from` names with their values). Throws spindle::Error quoting them when it is more than a
+// context can hold (2^32 - 1 positions).
+uint32_t needed_context(uint64_t positions, const std::string& from);
+
+// The output file `option` names: a path that is not empty, not a directory, in a directory
+// that exists. Checked as the command line is parsed, before any work.
+CLI::Validator output_file();
+
+// The input file `option` names: not a directory (a missing file is left to its reader, which
+// names it).
+CLI::Validator input_file();
+
+// The directory `option` names, made when missing: a path that is not empty and not a file.
+CLI::Validator output_directory();
+
+// Opens `path` (named by `option`) for writing; throws spindle::Error with the system's reason.
+std::ofstream open_output(const std::string& path, const std::string& option);
+
+// Closes what open_output opened; throws spindle::Error with the system's reason when any write
+// failed (a full disk).
+void close_output(std::ofstream& out, const std::string& path, const std::string& option);
 
 // Pretty-printed, to stdout.
 void print_json(const nlohmann::json& j);

@@ -1,5 +1,6 @@
 // spindle run: decode from a prompt and report the tokens and the speed.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -52,11 +53,13 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Decode from prompt token ids and report tokens/s");
   add_generate_options(*cmd, f->generate);
   cmd->add_option("--temperature,-t", f->sampling.temperature, "0 = greedy argmax")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check([](const std::string& v) { return std::strtod(v.c_str(), nullptr) < 0 ? "'" + v + "' is below 0" : ""; });
   cmd->add_option("--top-k", f->sampling.top_k, "keep the k most likely tokens; 0 = all")
       ->capture_default_str();
-  cmd->add_option("--top-p", f->sampling.top_p, "keep the smallest prefix of this mass; 1 = all")
-      ->capture_default_str();
+  cmd->add_option("--top-p", f->sampling.top_p, "keep the smallest prefix of this mass, above 0; 1 = all")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", f->sampling.seed, "sampling seed")->capture_default_str();
   cmd->add_flag("--json", f->json, "print the result as JSON");
   cmd->callback([f] { run(*f); });

@@ -4,6 +4,7 @@
 
 #include "host/checkpoint.h"
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "host/synthetic.h"
 
 namespace spindle::cli {
@@ -39,7 +40,9 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "synth", "Write a synthetic preset as a Hugging Face checkpoint (config.json + safetensors)");
   cmd->add_option("preset", f->preset, "one of: " + preset_names())->required();
-  cmd->add_option("--out,-o", f->out, "the directory to write")->required();
+  cmd->add_option("--out,-o", f->out, "the directory to write (made when missing)")
+      ->required()
+      ->check(output_directory());
   cmd->add_option("--seed", f->seed, "the weights' seed")->capture_default_str();
   cmd->callback([f] { synth(*f); });
 }

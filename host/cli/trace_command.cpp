@@ -63,14 +63,13 @@ void write_chrome_trace(const Graph& g, const std::vector<TaskTrace>& tr, const 
                       {"dur", (t.end_ns - t.start_ns) / 1e3},
                       {"args", args}});
   }
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write the trace to '" + path + "'");
+  std::ofstream f = open_output(path, "--out");
   f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
+  close_output(f, path, "--out");
 }
 
 void write_csv(const Graph& g, const std::vector<TaskTrace>& tr, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write the CSV to '" + path + "'");
+  std::ofstream f = open_output(path, "--csv");
   f << "step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n";
   for (const TaskTrace& t : tr) {
     const SpTask& task = g.tasks[t.task];
@@ -78,6 +77,7 @@ void write_csv(const Graph& g, const std::vector<TaskTrace>& tr, const std::stri
       << (task.layer == 0xFFFFFFFFu ? -1 : int64_t(task.layer)) << ',' << g.counter_names[task.signal_counter] << ','
       << t.worker << ',' << t.start_ns << ',' << t.end_ns << ',' << t.wait_ns << '\n';
   }
+  close_output(f, path, "--csv");
 }
 
 // Where the trace names each worker's SM (Vulkan on NVIDIA): the distinct workers and SMs its
@@ -165,9 +165,13 @@ void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint
 }
 
 void export_trace(const TraceFlags& f) {
-  const std::vector<uint32_t> prompt = parse_token_ids(f.prompt_ids, "--prompt-ids");
+  const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
   BuildOptions build = f.build;
-  build.context = f.context ? f.context : f.position + uint32_t(prompt.size()) + f.tokens;
+  build.context = f.context ? f.context
+                            : needed_context(uint64_t(f.position) + prompt.size() + f.tokens,
+                                             "--position " + std::to_string(f.position) + ", a prompt of " +
+                                                 std::to_string(prompt.size()) + " tokens and --max-new-tokens " +
+                                                 std::to_string(f.tokens));
   const auto session = open_session(f.model, build);
   const ExecutorOptions options = executor_options(f.executor);
   const Ceiling ceiling = measure_ceiling(options, f.copy_gib);
@@ -197,8 +201,10 @@ void add_trace_command(CLI::App& app) {
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--prompt-ids,-p", f->prompt_ids, "prompt token ids, comma-separated")->capture_default_str();
   cmd->add_option("--max-new-tokens,-n", f->tokens, "tokens to generate")->capture_default_str();
-  cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")->capture_default_str();
-  cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)");
+  cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")
+      ->capture_default_str()
+      ->check(output_file());
+  cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)")->check(output_file());
   cmd->add_option("--position", f->position,
                   "position of the prompt's first token; the KV rows before it hold zeros (as in bench --positions): "
                   "a trace at a long context without decoding up to it")
