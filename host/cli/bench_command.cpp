@@ -12,6 +12,7 @@
 #include "host/cli/graph_stats.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
+#include "host/decode.h"
 #include "host/gates.h"
 #include "tasks/error.h"
 #ifdef SPINDLE_HAVE_CUDA
@@ -72,6 +73,7 @@ Row time_mode(Executor& ex, const std::string& mode, uint32_t position, uint32_t
     const auto out = ex.out_tokens().subspan(0, tokens);
     const std::string md5 = token_md5(out);
     if (rep == 0) {
+      require_finite_logits(ex, position);  // a result worth timing: every timed run reproduces it
       r.md5 = md5;  // the warm-up's tokens: every timed run must reproduce them
       continue;
     }
