@@ -49,9 +49,10 @@ ModelWeights load_model(const std::string& spec, const LoadOptions& opt) {
     return make_synthetic(s.preset, s.seed, opt.fill_host ? SyntheticFill::Host : SyntheticFill::None);
   }
   std::filesystem::path dir(spec);
-  if (!std::filesystem::exists(dir))
-    throw Error("model '" + spec + "': no such directory (expected a checkpoint directory or " +
-                kSyntheticPrefix + "PRESET)");
+  std::error_code ec;  // a name the system cannot look at (too long, say) is said as such, not thrown raw
+  if (!std::filesystem::exists(dir, ec))
+    throw Error("model '" + spec + "': " + (ec ? "cannot be looked at: " + ec.message() : "no such directory") +
+                " (expected a checkpoint directory or " + kSyntheticPrefix + "PRESET)");
   return load_checkpoint(dir);
 }
 

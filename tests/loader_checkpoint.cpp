@@ -214,6 +214,8 @@ TEST_CASE("directories that are not checkpoints") {
   TempDir dir;
   CHECK_ERROR(load_model((dir / "nothing").string()),
               "model '" + (dir / "nothing").string() + "': no such directory");
+  const std::string long_name = (dir / std::string(5000, 'x')).string();  // past the system's NAME_MAX
+  CHECK_ERROR(load_model(long_name), "model '" + long_name + "': cannot be looked at: File name too long");
   write_file(dir / "file", "x");
   CHECK_ERROR(load_checkpoint(dir / "file"), "not a checkpoint directory");
   CHECK_ERROR(load_checkpoint(dir.path()), "config.json: cannot open the model config");
