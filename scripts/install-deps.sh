@@ -2,7 +2,8 @@
 # Installs the Debian packages Spindle builds and tests with (idempotent; needs root or sudo).
 set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev
-          libssl-dev libvulkan-dev glslc mesa-vulkan-drivers python3)
+          libssl-dev libvulkan-dev glslc mesa-vulkan-drivers python3
+          clang libclang-rt-dev)  # the ASan + UBSan build and libFuzzer (docs/fuzzing.md)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
