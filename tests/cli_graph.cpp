@@ -23,7 +23,8 @@ CliResult dump_tiny(const std::string& args) { return run_cli("graph dump --mode
 
 // Each (args, message): dump_tiny(args) fails, and its stderr says the message.
 void check_dump_refuses(const std::vector<std::pair<std::string, std::string>>& cases) {
-  for (const auto& [args, message] : cases) {
+  for (const auto& c : cases) {  // not a structured binding: clang 14 cannot capture one
+    const std::string &args = c.first, &message = c.second;
     CAPTURE(args);
     const CliResult bad = dump_tiny(args);
     CHECK(bad.status != 0);

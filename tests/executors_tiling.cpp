@@ -129,7 +129,9 @@ TEST_CASE("kv_head_waits: each kv head's q, k and v rows are a stage, and its at
             {L + "k_proj.weight", {kv * D, (kv + 1) * D}},
             {L + "v_proj.weight", {kv * D, (kv + 1) * D}}};
         CHECK(rows.size() == 3);
-        for (const auto& [name, range] : want) {
+        for (const auto& named : want) {  // not a structured binding: clang 14 cannot capture one
+          const std::string& name = named.first;
+          const std::pair<uint32_t, uint32_t>& range = named.second;
           CAPTURE(name);
           uint32_t at = range.first;
           for (const auto& [b, e] : rows[name]) {
