@@ -1,7 +1,7 @@
 // load_graph (which validates) on arbitrary bytes, then, for a graph it accepts, what the
-// project does with one: dump it as `spindle graph dump` does, and run one step (token 0 at
-// position 0, from zeroed state) on the sequential executor over weights of random bits. The
-// validator's promise is that an accepted graph runs inside its arenas.
+// project does with one: dump it as `spindle graph dump` does, and decode one step of it (token 0
+// at position 0) on the sequential executor over weights of random bits. The validator's promise
+// is that an accepted graph runs inside its arenas.
 //
 // The input is a graph file whose last 8 bytes are replaced by the checksum of the rest, so
 // that mutations reach the parser instead of the checksum test.
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/cpu_executors.h"
+#include "host/decode.h"
 #include "tasks/error.h"
 #include "tasks/graph_file.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -70,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spindle::graph_to_json(g).dump();
     if (too_large(g)) return 0;
     const spindle::ModelWeights w = random_weights(g);
-    spindle::SequentialExecutor<float>(g, w).run_steps(1);
+    spindle::SequentialExecutor<float> ex(g, w);
+    spindle::decode(ex, g, {0}, 1, {});
   } catch (const spindle::Error&) {
   }
   return 0;
