@@ -7,6 +7,7 @@
 #include <set>
 
 #include "host/files.h"
+#include "host/models/family.h"
 #include "host/safetensors.h"
 #include "ops/bf16.h"
 #include "tasks/error.h"
@@ -168,28 +169,8 @@ void resolve_lm_head(ModelWeights& w) {
 }  // namespace
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
-  if (c.family != Family::Qwen3) return {};
-  const uint64_t H = c.hidden, D = c.head_dim, V = c.vocab, I = c.intermediate;
-  const uint64_t q = uint64_t(c.n_heads) * D, kv = uint64_t(c.n_kv_heads) * D;
-  std::vector<TensorSpec> t;
-  t.push_back({"model.embed_tokens.weight", {V, H}});
-  for (uint32_t l = 0; l < c.n_layers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "input_layernorm.weight", {H}});
-    t.push_back({p + "self_attn.q_proj.weight", {q, H}});
-    t.push_back({p + "self_attn.k_proj.weight", {kv, H}});
-    t.push_back({p + "self_attn.v_proj.weight", {kv, H}});
-    t.push_back({p + "self_attn.o_proj.weight", {H, q}});
-    t.push_back({p + "self_attn.q_norm.weight", {D}});
-    t.push_back({p + "self_attn.k_norm.weight", {D}});
-    t.push_back({p + "post_attention_layernorm.weight", {H}});
-    t.push_back({p + "mlp.gate_proj.weight", {I, H}});
-    t.push_back({p + "mlp.up_proj.weight", {I, H}});
-    t.push_back({p + "mlp.down_proj.weight", {H, I}});
-  }
-  t.push_back({"model.norm.weight", {H}});
-  t.push_back({"lm_head.weight", {V, H}});
-  return t;
+  const FamilyModel* family = family_model(c.family);
+  return family ? family->tensors(c) : std::vector<TensorSpec>{};
 }
 
 ModelWeights load_checkpoint(const fs::path& dir) {

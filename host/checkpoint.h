@@ -16,8 +16,8 @@ struct TensorSpec {
 };
 
 // Every tensor a model of this config has, with its shape (spec §3), lm_head included even
-// when tied. Only qwen3 is described so far: other families give an empty list, and the
-// graph builder checks what it reads through ModelWeights::get.
+// when tied, experts fused (host/models/tensor_names.h): its family's list (host/models/), or
+// an empty one for a family the builder does not support yet.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
 
 // Loads a checkpoint directory. bf16 tensors stay in the mapped shards (one arena each);

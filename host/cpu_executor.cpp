@@ -29,7 +29,7 @@ CpuExecutor::CpuExecutor(const Graph& g, const ModelWeights& w) : Executor(g) {
 }
 
 TileContext CpuExecutor::tile_context() {
-  return TileContext{&graph_.params, graph_.views.data(), arena_base_.data(), &state()};
+  return TileContext{&graph_.params, graph_.views.data(), arena_base_.data(), &state(), graph_.op_params.data()};
 }
 
 std::span<const float> CpuExecutor::logits() const {

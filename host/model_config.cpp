@@ -60,13 +60,6 @@ bool has_shared_expert(Family f) { return f == Family::Qwen3Next || f == Family:
 // norm_topk_prob fields: every layer is MoE and the router always renormalises.
 bool has_sparse_layout_fields(Family f) { return f == Family::Qwen3Moe || f == Family::Qwen3Next; }
 
-bool has_dense_layer(const ModelConfig& c) {
-  if (!is_moe(c.family)) return true;
-  if (!has_sparse_layout_fields(c.family)) return false;
-  if (c.num_experts == 0 || !c.mlp_only_layers.empty()) return true;
-  return c.decoder_sparse_step > 1 && c.n_layers > 0;
-}
-
 // Limits on the integer fields, checked as each is read (before anything is sized from it: a
 // billion layers would otherwise be allocated for) and by validate() for configs built in code.
 // None binds a released model; together they keep every size derived from a config
@@ -348,6 +341,20 @@ void require_positive_finite(float value, const char* field, const std::string& 
 }
 
 }  // namespace
+
+bool is_moe_layer(const ModelConfig& c, uint32_t l) {
+  if (!is_moe(c.family) || c.num_experts == 0) return false;
+  if (!has_sparse_layout_fields(c.family)) return true;
+  for (uint32_t dense : c.mlp_only_layers)
+    if (dense == l) return false;
+  return c.decoder_sparse_step > 0 && (l + 1) % c.decoder_sparse_step == 0;
+}
+
+bool has_dense_layer(const ModelConfig& c) {
+  for (uint32_t l = 0; l < c.n_layers; ++l)
+    if (!is_moe_layer(c, l)) return true;
+  return false;
+}
 
 const char* family_name(Family f) { return family_info(f).name; }
 

@@ -44,6 +44,13 @@ struct ModelConfig {
 
 const char* family_name(Family f);
 
+// Whether layer l's feed-forward block is routed experts (spec §2): qwen3_moe and qwen3_next
+// unless l is in mlp_only_layers, there are no experts, or (l + 1) is not a multiple of
+// decoder_sparse_step; qwen3_5_moe always; the dense families never.
+bool is_moe_layer(const ModelConfig& c, uint32_t l);
+// Whether some layer has the dense MLP (and so the config needs intermediate_size).
+bool has_dense_layer(const ModelConfig& c);
+
 // Parses config.json (for the VL wrappers, its text_config); `source` names the file in
 // errors. Throws spindle::Error for unknown model types, missing or mistyped fields, integer
 // fields past their limits (checked as each is read, before anything is sized from it), float

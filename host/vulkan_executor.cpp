@@ -20,7 +20,7 @@
 #include "tasks/gemv_split.h"
 #include "tasks/mlp_shape.h"
 #include "tasks/error.h"
-#include "tasks/operands.h"
+#include "tasks/op_decls.h"
 
 namespace spindle {
 namespace {
@@ -59,7 +59,7 @@ void check_supported(const Graph& g) {
                 std::to_string(kHeadDimMax));
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
-    if (!sp_opcode_name(t.op)) unsupported(i, t, "opcode " + std::to_string(t.op) + " has no shader");
+    if (!(sp_op_executors(t.op) & SP_ON_VULKAN)) unsupported(i, t, "opcode " + std::to_string(t.op) + " has no shader");
     if (t.op == SP_OP_GEMV) {
       const uint32_t dtype = g.views[t.operand[3]].dtype;
       if (dtype != SP_BF16 && dtype != SP_F32) unsupported(i, t, "the output is neither bf16 nor f32");

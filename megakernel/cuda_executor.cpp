@@ -28,7 +28,7 @@
 #include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 #include "tasks/mlp_shape.h"
-#include "tasks/operands.h"
+#include "tasks/op_decls.h"
 #include "tasks/error.h"
 
 namespace spindle {
@@ -90,7 +90,8 @@ void check_supported(const Graph& g) {
                 std::to_string(p.head_dim) + " are more than the attention tile holds");
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
-    if (!sp_opcode_name(t.op)) unsupported(i, t, "opcode " + std::to_string(t.op) + " has no device tile");
+    if (!(sp_op_executors(t.op) & (SP_ON_CUDA_PLAIN | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)))
+      unsupported(i, t, "opcode " + std::to_string(t.op) + " has no device tile");
     if (t.op == SP_OP_GEMV) {
       const uint32_t dtype = g.views[t.operand[3]].dtype;
       if (dtype != SP_BF16 && dtype != SP_F32) unsupported(i, t, "the output is neither bf16 nor f32");
@@ -111,7 +112,7 @@ void check_supported(const Graph& g) {
 // GEMV pieces or MLP gangs.
 bool needs_two_hop(const Graph& g) {
   return std::any_of(g.tasks.begin(), g.tasks.end(), [](const SpTask& t) {
-    return t.op == SP_OP_MLP || t.op == SP_OP_GEMV_PIECE || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
+    return !(sp_op_executors(t.op) & SP_ON_CUDA_PLAIN) || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
   });
 }
 

@@ -20,6 +20,11 @@ namespace spindle::cuda {
 // kernels, with them, whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
 enum class TileBuild { kPlain, kTwoHop, kPerOp };
 
+// The build's flag in tasks/opcodes.h SP_OPS: an op has a tile in the build when its entry says so.
+constexpr uint32_t build_flag(TileBuild b) {
+  return b == TileBuild::kPlain ? SP_ON_CUDA_PLAIN : b == TileBuild::kTwoHop ? SP_ON_CUDA_TWO_HOP : SP_ON_CUDA_PER_OP;
+}
+
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
 // in shared memory); `extras` is nullptr in the per-op kernels.
 template <TileBuild kBuild>
@@ -35,10 +40,11 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
     case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
     case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
     case SP_OP_MLP:
-      if constexpr (kBuild != TileBuild::kPlain) return run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
+      if constexpr ((sp_op_executors(SP_OP_MLP) & build_flag(kBuild)) != 0)
+        return run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
       return;
     case SP_OP_GEMV_PIECE:
-      if constexpr (kBuild != TileBuild::kPlain) return run_gemv_piece(t, c, smem);
+      if constexpr ((sp_op_executors(SP_OP_GEMV_PIECE) & build_flag(kBuild)) != 0) return run_gemv_piece(t, c, smem);
   }
 }
 

@@ -7,13 +7,13 @@
 
 namespace spindle {
 
-// Counts one finished tile of a group whose `tiles` tiles run once a step: true for the
+// Counts `done` finished tiles of a group whose `tiles` tiles run once a step: true for the
 // step's last, which resets the count for the next step. The acquire-release add orders every
 // earlier tile's partials before the last one's reads; the next step's tiles come after the
 // reset through the graph's counters.
-inline bool arrive_last(uint32_t& arrivals, uint32_t tiles) {
+inline bool arrive_last(uint32_t& arrivals, uint32_t tiles, uint32_t done = 1) {
   std::atomic_ref<uint32_t> count(arrivals);
-  if (count.fetch_add(1, std::memory_order_acq_rel) + 1 != tiles) return false;
+  if (count.fetch_add(done, std::memory_order_acq_rel) + done != tiles) return false;
   count.store(0, std::memory_order_relaxed);
   return true;
 }

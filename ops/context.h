@@ -1,10 +1,11 @@
 // What a tile sees when it runs: the graph's dimensions and view table, the arena bases the
-// executor bound, the step state, and the step index.
+// executor bound, the step state, and the op parameter records.
 #pragma once
 #include <stdint.h>
 
 #include "ops/hd.h"
 #include "tasks/graph_params.h"
+#include "tasks/op_params.h"
 #include "tasks/step_state.h"
 #include "tasks/task.h"
 #include "tasks/view.h"
@@ -16,6 +17,7 @@ struct TileContext {
   const SpView* views;
   uint8_t* const* arenas;  // base address of each arena, indexed by SpView::arena
   SpStepState* state;
+  const SpOpParams* op_params;  // the graph's op parameter records (tasks/op_params.h)
 };
 
 template <class T>

@@ -10,6 +10,7 @@
 #include "ops/embed.h"
 #include "ops/gemv.h"
 #include "ops/mlp.h"
+#include "ops/moe.h"
 #include "ops/sample.h"
 #include "tasks/error.h"
 
@@ -38,7 +39,8 @@ inline void check_position(const SpTask& t, const TileContext& c) {
                             " is past the KV capacity of " + std::to_string(c.params->context));
 }
 
-inline void run_embed(const SpTask& t, const TileContext& c) {
+template <class Acc>
+void run_embed(const SpTask& t, const TileContext& c) {
   const SpView& table = operand_view(t, c, 0);
   const uint32_t token = c.state->token;
   if (token >= table.rows)
@@ -142,18 +144,67 @@ void run_mlp(const SpTask& t, const TileContext& c) {
   mlp_gang_whole<Acc>(a);
 }
 
+// The MoE record operand k names (validate() checked it).
+inline const SpMoeParams& moe_params(const SpTask& t, const TileContext& c, uint32_t k) {
+  return reinterpret_cast<const SpMoeParams&>(c.op_params[t.operand[k]]);
+}
+
+// The routing slots of operand k, each expert checked below E: a graph whose routing view no
+// router writes would otherwise read past the fused weights.
+inline const RoutingSlot* routing_slots(const SpTask& t, const TileContext& c, uint32_t k, const SpMoeParams& p) {
+  const RoutingSlot* slots = operand_data<const RoutingSlot>(t, c, k);
+  for (uint32_t s = 0; s < p.slots; ++s)
+    if (slots[s].expert >= p.experts)
+      throw_task_error(t, "routing slot " + std::to_string(s) + " names expert " + std::to_string(slots[s].expert) +
+                              ", not one of the " + std::to_string(p.experts) + " (does a router write the routing?)");
+  return slots;
+}
+
+template <class Acc>
+void run_router(const SpTask& t, const TileContext& c) {
+  const SpMoeParams& p = moe_params(t, c, 6);
+  const SpView& W = operand_view(t, c, 0);
+  router_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
+                   {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps}, t.tile_begin,
+                   t.tile_end, operand_data<float>(t, c, 3), *operand_data<uint32_t>(t, c, 5), p.experts, p.slots,
+                   p.flags & SP_MOE_NORMALISE, operand_data<RoutingSlot>(t, c, 4));
+}
+
+template <class Acc>
+void run_expert_gate_up(const SpTask& t, const TileContext& c) {
+  const SpMoeParams& p = moe_params(t, c, 5);
+  const SpView& W = operand_view(t, c, 0);
+  expert_gate_up_rows<Acc>({operand_data<const bf16>(t, c, 0), W.row_stride, p.expert_rows},
+                           operand_data<const bf16>(t, c, 1), W.cols,
+                           {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps},
+                           routing_slots(t, c, 3, p), t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4),
+                           operand_view(t, c, 4).row_stride);
+}
+
+template <class Acc>
+void run_expert_down(const SpTask& t, const TileContext& c) {
+  const SpMoeParams& p = moe_params(t, c, 4);
+  const SpView& W = operand_view(t, c, 0);
+  expert_down_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, p.expert_rows,
+                        operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,
+                        routing_slots(t, c, 2, p), p.slots, t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 3));
+}
+
+// Every op with a CPU tile (tasks/opcodes.h SP_OPS) runs its run_<name>.
 template <class Acc>
 void run_task(const SpTask& t, const TileContext& c) {
   switch (t.op) {
-    case SP_OP_EMBED: return run_embed(t, c);
-    case SP_OP_GEMV: return run_gemv<Acc>(t, c);
-    case SP_OP_GATE_UP: return run_gate_up<Acc>(t, c);
-    case SP_OP_ATTENTION: return run_attention<Acc>(t, c);
-    case SP_OP_SAMPLE: return run_sample<Acc>(t, c);
-    case SP_OP_MLP: return run_mlp<Acc>(t, c);
-    case SP_OP_GEMV_PIECE: return run_gemv_piece<Acc>(t, c);
-    default: throw Error("unknown opcode " + std::to_string(t.op));
+#define SP_CPU_CASE_(NAME, name, value, executors)     \
+  case SP_OP_##NAME:                                   \
+    if constexpr ((executors) & SP_ON_CPU) {           \
+      return run_##name<Acc>(t, c);                    \
+    } else {                                           \
+      throw_task_error(t, "the op has no CPU tile");   \
+    }
+    SP_OPS(SP_CPU_CASE_)
+#undef SP_CPU_CASE_
   }
+  throw Error("unknown opcode " + std::to_string(t.op));
 }
 
 }  // namespace spindle

@@ -36,30 +36,13 @@
 #include "op_embed_sample.glsl"
 #include "op_mlp.glsl"
 
-// The op dispatch. Opcodes are checked on the host before a run.
-void run_task(Task t) {
-  switch (t.op) {
-    case SP_OP_EMBED: run_embed(t); break;
-    case SP_OP_GEMV: run_gemv(t); break;
-    case SP_OP_GATE_UP: run_gate_up(t); break;
-    case SP_OP_ATTENTION: run_attention(t); break;
-    case SP_OP_SAMPLE: run_sample(t); break;
-    case SP_OP_MLP: run_mlp(t); break;
-    case SP_OP_GEMV_PIECE: run_gemv_piece(t); break;
-  }
-}
+// The op dispatch, generated from tasks/opcodes.h (gen_constants.cpp). Opcodes are checked on
+// the host before a run.
+void run_task(Task t) { SP_RUN_OPS(t) }
 
 // The loop iterations the task's tile takes in one invocation, by the ops' count of their loops.
 uint task_cost(Task t) {
-  switch (t.op) {
-    case SP_OP_EMBED: return cost_embed(t);
-    case SP_OP_GEMV: return cost_gemv(t);
-    case SP_OP_GATE_UP: return cost_gate_up(t);
-    case SP_OP_ATTENTION: return cost_attention(t);
-    case SP_OP_SAMPLE: return cost_sample(t);
-    case SP_OP_MLP: return cost_mlp(t);
-    case SP_OP_GEMV_PIECE: return cost_gemv_piece(t);
-  }
+  SP_COST_OPS(t)
   return 0u;
 }
 

@@ -12,7 +12,7 @@
 #include "tasks/gemv_piece.h"
 #include "tasks/gemv_split.h"
 #include "tasks/operand_bounds.h"
-#include "tasks/operands.h"
+#include "tasks/op_decls.h"
 
 namespace spindle {
 namespace {
@@ -96,11 +96,6 @@ void check_task(const Graph& g, size_t i) {
   if (t.tile_begin > t.tile_end)
     fail(task_label(g, i) + ": tile range [" + std::to_string(t.tile_begin) + ", " +
          std::to_string(t.tile_end) + ") is reversed");
-  if (t.op == SP_OP_GEMV)
-    if (const char* problem = gemv_split_problem(t.operand[7], g.views[t.operand[0]].cols))
-      fail(task_label(g, i) + ": " + problem + " (operand 7 'split' asks for " +
-           std::to_string(t.operand[7] & 0xFFFFu) + " pieces in groups of " + std::to_string(t.operand[7] >> 16) +
-           "; the rows have " + std::to_string(g.views[t.operand[0]].cols) + " columns)");
   if (const std::string problem = operand_bounds_problem(g, i); !problem.empty())
     fail(task_label(g, i) + ": " + problem);
   if (t.signal_counter == SP_NO_COUNTER) fail(task_label(g, i) + " signals no counter");

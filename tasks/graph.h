@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tasks/graph_params.h"
+#include "tasks/op_params.h"
 #include "tasks/step_state.h"
 #include "tasks/task.h"
 #include "tasks/view.h"
@@ -25,7 +26,7 @@ struct GraphIo {
 };
 
 struct Graph {
-  static constexpr uint32_t kVersion = 4;
+  static constexpr uint32_t kVersion = 5;
 
   std::string model;                    // what it was built from ("synthetic:tiny", a path)
   SpGraphParams params{};
@@ -34,6 +35,7 @@ struct Graph {
   std::vector<std::string> view_names;  // one per view
   std::vector<ArenaInfo> arenas;        // index = SpArena / weight arena id
   std::vector<std::string> counter_names;  // one per counter (a stage, e.g. "L3.qkv")
+  std::vector<SpOpParams> op_params;    // the records tasks' "params" operands index (op_params.h)
   GraphIo io;
 
   uint32_t num_counters() const { return static_cast<uint32_t>(counter_names.size()); }

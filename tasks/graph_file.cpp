@@ -13,7 +13,7 @@
 #include "tasks/error.h"
 #include "tasks/gang.h"
 #include "tasks/gemv_split.h"
-#include "tasks/operands.h"
+#include "tasks/op_decls.h"
 
 namespace spindle {
 namespace {
@@ -117,6 +117,12 @@ json io_to_json(const GraphIo& io, F view_json) {
           {"out_tokens", view_json(io.out_tokens)}};
 }
 
+json op_params_to_json(const std::vector<SpOpParams>& records) {
+  json j = json::array();
+  for (const SpOpParams& p : records) j.push_back(p.word);
+  return j;
+}
+
 json view_id_or_null(uint32_t v) { return v == SP_NO_VIEW ? json(nullptr) : json(v); }
 uint32_t view_id_from_json(const json& j) { return j.is_null() ? SP_NO_VIEW : j.get<uint32_t>(); }
 
@@ -126,6 +132,7 @@ json metadata_to_json(const Graph& g) {
           {"arenas", arenas_to_json(g.arenas)},
           {"view_names", g.view_names},
           {"counter_names", g.counter_names},
+          {"op_params", op_params_to_json(g.op_params)},
           {"io", io_to_json(g.io, view_id_or_null)}};
 }
 
@@ -136,6 +143,13 @@ void metadata_from_json(const json& j, Graph& g) {
     g.arenas.push_back({a.at("name").get<std::string>(), a.at("bytes").get<uint64_t>()});
   g.view_names = j.at("view_names").get<std::vector<std::string>>();
   g.counter_names = j.at("counter_names").get<std::vector<std::string>>();
+  for (const json& r : j.at("op_params")) {
+    if (!r.is_array() || r.size() != SP_OP_PARAM_WORDS)
+      throw Error("an op parameter record is not " + std::to_string(SP_OP_PARAM_WORDS) + " words");
+    SpOpParams p{};
+    for (uint32_t w = 0; w < SP_OP_PARAM_WORDS; ++w) p.word[w] = r[w].get<uint32_t>();
+    g.op_params.push_back(p);
+  }
   const json& io = j.at("io");
   g.io.logits = view_id_from_json(io.at("logits"));
   g.io.forced_tokens = view_id_from_json(io.at("forced_tokens"));
@@ -177,6 +191,7 @@ json task_to_json(const Graph& g, size_t i) {
       operands[info.name] = split.pieces > 1 ? json{{"pieces", split.pieces}, {"group", split.group}} : json(nullptr);
     }
     if (is_view_kind(info.kind)) operands[info.name] = view_name_or_null(g, v);
+    if (info.kind == OperandKind::Params) operands[info.name] = {{"record", v}, {"words", g.op_params[v].word}};
   }
   json wait = nullptr;
   if (t.wait_counter != SP_NO_COUNTER)
@@ -286,6 +301,7 @@ json graph_to_json(const Graph& g) {
           {"arenas", arenas_to_json(g.arenas)},
           {"counters", counters},
           {"views", views},
+          {"op_params", op_params_to_json(g.op_params)},
           {"io", io_to_json(g.io, [&](uint32_t v) { return view_name_or_null(g, v); })},
           {"tasks", tasks}};
 }

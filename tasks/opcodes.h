@@ -1,7 +1,33 @@
 // Opcodes and the meaning of each one's operand words. Operand words name views (see
-// view.h) unless marked "imm". Tiles are the unit a task's [tile_begin, tile_end) counts.
+// view.h) unless marked "imm" or "params" (an index into the graph's op parameter records,
+// op_params.h). Tiles are the unit a task's [tile_begin, tile_end) counts. Every op is listed
+// once in SP_OPS below; tasks/op_decls.h declares the rest of what executors know of it.
 #pragma once
 #include <stdint.h>
+
+// Which executors have a tile for an op (the last column of SP_OPS): their capability checks
+// and dispatch switches follow from it.
+#define SP_ON_CPU 1u             // sequential, fp64 and threaded (ops/run_task.h)
+#define SP_ON_CUDA_PLAIN 2u      // the persistent kernel's plain build (megakernel/run_device_task.cuh)
+#define SP_ON_CUDA_TWO_HOP 4u    // its two-hop build
+#define SP_ON_CUDA_PER_OP 8u     // the per-op kernels and the CUDA graph of them
+#define SP_ON_VULKAN 16u         // the compute shader (shaders/op_*.glsl)
+#define SP_ON_ALL 31u
+#define SP_ON_TWO_HOP_OPS (SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP | SP_ON_VULKAN)
+
+// X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
+// errors, and the suffix of its tile functions (run_<name>, and cost_<name> in GLSL).
+#define SP_OPS(X)                                          \
+  X(EMBED, embed, 1, SP_ON_ALL)                            \
+  X(GEMV, gemv, 2, SP_ON_ALL)                              \
+  X(GATE_UP, gate_up, 3, SP_ON_ALL)                        \
+  X(ATTENTION, attention, 4, SP_ON_ALL)                    \
+  X(SAMPLE, sample, 5, SP_ON_ALL)                          \
+  X(MLP, mlp, 6, SP_ON_TWO_HOP_OPS)                        \
+  X(GEMV_PIECE, gemv_piece, 7, SP_ON_TWO_HOP_OPS)          \
+  X(ROUTER, router, 8, SP_ON_CPU)                          \
+  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_CPU)          \
+  X(EXPERT_DOWN, expert_down, 10, SP_ON_CPU)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -63,10 +89,55 @@ enum SpOpcode : uint32_t {
   //   5 arrivals [words] u32, zero between steps   6 imm: bits 0..15 the piece j, bits 16..31
   //   the rows' arrivals word   7 imm split, as GEMV's (S >= 2)
   SP_OP_GEMV_PIECE = 7,
-  SP_OP_COUNT_ = 8
+  // The MoE router of one layer. Tiles: experts (rows of W). Each task writes its experts'
+  // logits r(W[e]·normed(x)) as f32; the one whose tiles bring the arrivals word to E (it resets
+  // it to 0) takes the softmax over all E in f32, the top k (the larger probability first, the
+  // lower expert on a tie), renormalises them when the params say so, and writes the k slots
+  // sorted by expert id, each {expert, its weight rounded to bf16, as f32 bits} (ops/moe.h).
+  //   0 W [E,H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 logits [E] f32
+  //   4 routing [2k] u32, written   5 arrivals [1] u32, zero between steps   6 params (SpMoeParams)
+  SP_OP_ROUTER = 8,
+  // The gate and up rows of the routed experts: tile t is row r = t % Im of slot s = t / Im,
+  // whose expert e the routing names; act[s][r] = r(r(silu(r(Wg_e[r]·n))) * r(Wu_e[r]·n)) as
+  // GATE_UP, n = normed(x). Expert e's gate rows are rows e·2Im + r of W, its up rows
+  // e·2Im + Im + r (experts fused gate-then-up, as HF holds them). Tiles: slot-major rows.
+  //   0 W [E·2Im, H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 routing [2k] u32
+  //   4 act [k, Im] bf16, written   5 params (SpMoeParams)
+  SP_OP_EXPERT_GATE_UP = 9,
+  // The down rows of the routed experts and their weighted sum into the residual: for each row
+  // r, y_s = r(Wd_e[r]·act[s]) for every slot s (expert e's rows are rows e·H + r of W), then
+  // hidden[r] = r(hidden[r] + m), m the bf16 sum over the slots in order of r(w_s·y_s)
+  // (ops/moe.h). Tiles: rows of hidden.
+  //   0 W [E·H, Im] bf16   1 act [k, Im] bf16   2 routing [2k] u32   3 hidden [H] bf16, in place
+  //   4 params (SpMoeParams)
+  SP_OP_EXPERT_DOWN = 10,
+  SP_OP_COUNT_ = 11  // one past the largest opcode
 };
 
+#define SP_OP_VALUE_CHECK_(NAME, name, value, executors) static_assert(SP_OP_##NAME == value, #NAME);
 #ifdef __cplusplus
+SP_OPS(SP_OP_VALUE_CHECK_)
+#endif
+#undef SP_OP_VALUE_CHECK_
+
+#ifdef __cplusplus
+// The executors with a tile for op (SP_ON_*); 0 for an unknown opcode.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+constexpr uint32_t sp_op_executors(uint32_t op) {
+#define SP_OP_EXECUTORS_(NAME, name, value, executors) op == value ? uint32_t(executors):
+  return SP_OPS(SP_OP_EXECUTORS_) 0u;
+#undef SP_OP_EXECUTORS_
+}
+
+// The op's name (SP_OPS), or nullptr for an unknown opcode.
+constexpr const char* sp_opcode_name(uint32_t op) {
+#define SP_OP_NAME_(NAME, name, value, executors) op == value ? #name:
+  return SP_OPS(SP_OP_NAME_) nullptr;
+#undef SP_OP_NAME_
+}
+
 // The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV: one); 0 for
 // any other opcode, which is no projection.
 #ifdef __CUDACC__
@@ -74,18 +145,5 @@ __host__ __device__
 #endif
 inline uint32_t sp_projection_matrices(uint32_t op) {
   return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV ? 1u : 0u;
-}
-
-inline const char* sp_opcode_name(uint32_t op) {
-  switch (op) {
-    case SP_OP_EMBED: return "embed";
-    case SP_OP_GEMV: return "gemv";
-    case SP_OP_GATE_UP: return "gate_up";
-    case SP_OP_ATTENTION: return "attention";
-    case SP_OP_SAMPLE: return "sample";
-    case SP_OP_MLP: return "mlp";
-    case SP_OP_GEMV_PIECE: return "gemv_piece";
-    default: return nullptr;
-  }
 }
 #endif

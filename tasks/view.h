@@ -13,7 +13,9 @@ enum SpArena : uint32_t {
   SP_ARENA_WORK = 1,      // activations, partials, logits
   SP_ARENA_KV = 2,        // attention caches
   SP_ARENA_CONST = 3,     // tables derived from the config (RoPE cos/sin)
-  SP_ARENA_WEIGHTS0 = 4,
+  SP_ARENA_RECURRENT = 4, // per-sequence recurrent state (GDN conv and delta-rule states, f32),
+                          // read and written every token, zeroed for a new sequence
+  SP_ARENA_WEIGHTS0 = 5,
 };
 #define SP_MAX_ARENAS 64u
 

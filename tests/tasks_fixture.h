@@ -46,6 +46,7 @@ inline Graph small_graph() {
               {"work", H * 2 + V * 4 + 2 * 8},
               {"kv", 0},
               {"const", 0},
+              {"recurrent", 0},
               {"weights0", 2 * V * H * 2}};
   g.views.resize(kViewCount);
   g.view_names.resize(kViewCount);

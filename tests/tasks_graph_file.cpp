@@ -208,7 +208,7 @@ TEST_CASE("the JSON dump names opcodes, counters and views") {
   const nlohmann::json j = graph_to_json(small_graph());
   CHECK(j["model"] == "test:small");
   CHECK(j["params"]["vocab"] == 8);
-  CHECK(j["arenas"][4]["name"] == "weights0");
+  CHECK(j["arenas"][5]["name"] == "weights0");
   CHECK(j["counters"][1]["name"] == "lm_head");
   CHECK(j["views"][2]["name"] == "lm_head");
   CHECK(j["views"][2]["arena"] == "weights0");

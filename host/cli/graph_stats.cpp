@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "tasks/operands.h"
+#include "tasks/op_decls.h"
 
 namespace spindle::cli {
 namespace {

@@ -1,0 +1,31 @@
+// The routed-experts block of an MoE layer (spec §6.1, §6.2), added into the residual: the
+// router's logits and choice of k experts (ROUTER), the chosen experts' gate and up rows
+// (EXPERT_GATE_UP), and their down rows summed in expert order into the residual
+// (EXPERT_DOWN): three stages, the experts' rows split over the stage's tasks like a dense
+// projection's, so that the k experts' rows fill the machine.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "host/models/family.h"
+
+namespace spindle {
+
+class MoeBlock {
+ public:
+  // Allocates the buffers every MoE layer shares; `normalise`: renormalise the top k weights.
+  MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise);
+  // Layer l's experts, normed by its post-attention norm, waiting for `prev`; returns its last
+  // stage.
+  Stage emit(uint32_t l, const Stage& prev);
+
+  // Layer l's tensors (post-attention norm included, experts fused), appended to `out`.
+  static void tensors(const ModelConfig& c, uint32_t l, std::vector<TensorSpec>& out);
+
+ private:
+  GraphEmitter& e_;
+  DecoderViews v_;
+  uint32_t params_, logits_, routing_, arrivals_, act_;
+};
+
+}  // namespace spindle

@@ -1,0 +1,43 @@
+// Canonical tensor names (spec §3), declared once for the checkpoint loader, the graph builder
+// and the synthetic presets. The loader folds the VL prefix "model.language_model." to "model."
+// and fuses per-expert tensors into the fused forms below.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace spindle::names {
+
+inline constexpr const char* kEmbed = "model.embed_tokens.weight";
+inline constexpr const char* kFinalNorm = "model.norm.weight";
+inline constexpr const char* kLmHead = "lm_head.weight";
+
+// Layer l's tensor `suffix` ("model.layers.{l}.{suffix}").
+inline std::string layer(uint32_t l, const char* suffix) {
+  return "model.layers." + std::to_string(l) + "." + suffix;
+}
+
+inline constexpr const char* kInputNorm = "input_layernorm.weight";
+inline constexpr const char* kPostNorm = "post_attention_layernorm.weight";
+inline constexpr const char* kQProj = "self_attn.q_proj.weight";
+inline constexpr const char* kKProj = "self_attn.k_proj.weight";
+inline constexpr const char* kVProj = "self_attn.v_proj.weight";
+inline constexpr const char* kOProj = "self_attn.o_proj.weight";
+inline constexpr const char* kQNorm = "self_attn.q_norm.weight";
+inline constexpr const char* kKNorm = "self_attn.k_norm.weight";
+inline constexpr const char* kMlpGate = "mlp.gate_proj.weight";
+inline constexpr const char* kMlpUp = "mlp.up_proj.weight";
+inline constexpr const char* kMlpDown = "mlp.down_proj.weight";
+
+// MoE: the router [E, H] and the experts fused as HF holds them, gate_up [E, 2·Im, H] (each
+// expert's gate rows, then its up rows) and down [E, H, Im]; no ".weight" suffix.
+inline constexpr const char* kRouter = "mlp.gate.weight";
+inline constexpr const char* kExpertsGateUp = "mlp.experts.gate_up_proj";
+inline constexpr const char* kExpertsDown = "mlp.experts.down_proj";
+
+// The per-expert form on disk (fused by the loader): "mlp.experts.{e}.{proj}.weight", proj one
+// of gate_proj, up_proj, down_proj.
+inline std::string expert(uint32_t l, uint32_t e, const char* proj) {
+  return layer(l, "mlp.experts.") + std::to_string(e) + "." + proj + ".weight";
+}
+
+}  // namespace spindle::names

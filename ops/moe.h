@@ -1,0 +1,119 @@
+// The MoE layer's tiles (docs/numerics.md, "MoE"): the router's logits and its choice of k
+// experts, the chosen experts' gate and up rows, and their down rows summed into the residual.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vector>
+
+#include "ops/acc.h"
+#include "ops/arrivals.h"
+#include "ops/gemv.h"
+#include "ops/pmath.h"
+
+namespace spindle {
+
+// One of the k experts a token is routed to, as the routing view holds it: two u32 words, the
+// weight's f32 bits holding a bf16 value.
+struct RoutingSlot {
+  uint32_t expert;
+  float weight;
+};
+static_assert(sizeof(RoutingSlot) == 8, "a routing slot is two 32-bit words");
+
+// Whether expert i's logit a comes before expert j's b in the choice: the larger first, the
+// lower expert on a tie, a NaN after every number.
+SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
+  if (a != a || b != b) return b != b && (a == a || i < j);
+  return a > b || (a == b && i < j);
+}
+
+// The top k of E logits (their order is the softmax's, so the probabilities' top k), their
+// weights softmax(logits)[e] in Acc over all E (max first, the sum in expert order), divided by
+// the k weights' sum (in choice order) when `normalise`, rounded to bf16; the k slots written
+// to `out` in expert order, the order the experts' outputs are summed in.
+template <class Acc>
+void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
+  std::vector<uint32_t> chosen;
+  std::vector<bool> taken(E, false);
+  for (uint32_t s = 0; s < k; ++s) {
+    uint32_t best = E;
+    for (uint32_t e = 0; e < E; ++e)
+      if (!taken[e] && (best == E || routes_before(logits[e], e, logits[best], best))) best = e;
+    taken[best] = true;
+    chosen.push_back(best);
+  }
+  Acc top = Acc(logits[chosen[0]]);
+  Acc sum = 0;
+  for (uint32_t e = 0; e < E; ++e) sum = sum + pm_exp(Acc(logits[e]) - top);
+  std::vector<Acc> p(k);
+  Acc chosen_sum = 0;
+  for (uint32_t s = 0; s < k; ++s) {
+    p[s] = pm_exp(Acc(logits[chosen[s]]) - top) / sum;
+    chosen_sum = chosen_sum + p[s];
+  }
+  uint32_t s = 0;
+  for (uint32_t e = 0; e < E; ++e) {
+    if (!taken[e]) continue;
+    uint32_t c = 0;
+    while (chosen[c] != e) ++c;
+    out[s++] = {e, bf16_to_f32(to_bf16(normalise ? p[c] / chosen_sum : p[c]))};
+  }
+}
+
+// Router rows [r0, r1): logits[e] = r(Ŵ_e · n̂) (f32 holding bf16 values), as a GEMV's; the
+// task whose rows bring `arrivals` to E routes the token (route) into `slots`.
+template <class Acc>
+void router_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t H, const NormSpec& norm, uint32_t r0,
+                 uint32_t r1, float* logits, uint32_t& arrivals, uint32_t E, uint32_t k, bool normalise,
+                 RoutingSlot* slots) {
+  gemv_rows<Acc>(W, row_stride, x, H, norm, r0, r1, logits, nullptr, nullptr);
+  if (arrive_last(arrivals, E, r1 - r0)) route<Acc>(logits, E, k, normalise, slots);
+}
+
+// The fused gate-and-up weights of the experts (opcodes.h SP_OP_EXPERT_GATE_UP): expert e's
+// gate row r is row e·2Im + r, its up row e·2Im + Im + r.
+struct ExpertGateUp {
+  const bf16* W;
+  size_t row_stride;
+  uint32_t expert_rows;  // Im
+};
+
+// Tiles [t0, t1) of the routed experts' gate and up rows, slot-major: tile t is row r = t % Im
+// of slot s = t / Im; act[s][r] = swiglu(r(Ŵg_e,r · n̂), r(Ŵu_e,r · n̂)) as GATE_UP's, e the
+// slot's expert (checked below E by the caller).
+template <class Acc>
+void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const NormSpec& norm,
+                         const RoutingSlot* slots, uint32_t t0, uint32_t t1, bf16* act, size_t act_stride) {
+  const std::vector<Acc> n = projection_input<Acc>(x, H, norm);
+  const uint32_t Im = w.expert_rows;
+  for (uint32_t t = t0; t < t1; ++t) {
+    const uint32_t s = t / Im, r = t % Im;
+    const bf16* gate = w.W + (size_t(slots[s].expert) * 2 * Im + r) * w.row_stride;
+    const Acc g = rounded(row_dot(gate, n.data(), H));
+    const Acc u = rounded(row_dot(gate + size_t(Im) * w.row_stride, n.data(), H));
+    act[s * act_stride + r] = swiglu(g, u);
+  }
+}
+
+// Rows [r0, r1) of the routed experts' down projections, summed into the residual: for each
+// row r, y_s = r(Ŵd_e,r · act_s) for each slot s (expert e's row r is row e·H + r of Wd),
+// m = the sum over the slots in order of r(w_s · y_s), each add rounded to bf16 from +0, and
+// hidden[r] = r(hidden[r] + m).
+template <class Acc>
+void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im, const bf16* act,
+                      size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
+                      bf16* hidden) {
+  std::vector<std::vector<Acc>> a;
+  for (uint32_t s = 0; s < k; ++s) a.push_back(projection_input<Acc>(act + s * act_stride, Im, NormSpec{}));
+  for (uint32_t r = r0; r < r1; ++r) {
+    Acc m = 0;
+    for (uint32_t s = 0; s < k; ++s) {
+      const Acc y = rounded(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a[s].data(), Im));
+      m = rounded(m + rounded(Acc(slots[s].weight) * y));
+    }
+    hidden[r] = to_bf16(widen<Acc>(hidden[r]) + m);
+  }
+}
+
+}  // namespace spindle

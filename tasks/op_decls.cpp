@@ -1,0 +1,218 @@
+#include "tasks/op_decls.h"
+
+#include <cstdint>
+#include <string>
+
+#include "tasks/gemv_piece.h"
+#include "tasks/mlp_shape.h"
+#include "tasks/op_params.h"
+#include "tasks/operand_check.h"
+
+namespace spindle {
+namespace {
+
+using K = OperandKind;
+
+std::string str(uint64_t n) { return std::to_string(n); }
+
+void check_embed(const Graph&, const SpTask& t, const OperandCheck& o) {
+  o.matrix(0, SP_BF16, 1, t.tile_end, "columns the tiles copy");  // the token's row: checked when it runs
+  o.array(1, {SP_BF16}, t.tile_end, "columns the tiles write");
+}
+
+void check_gemv(const Graph&, const SpTask& t, const OperandCheck& o) {
+  o.row_length(0);
+  const uint32_t K = o.view(0).cols, flags = t.operand[5];
+  if (const char* problem = gemv_split_problem(t.operand[7], K))
+    refuse(problem + (" (operand 7 'split' asks for " + str(t.operand[7] & 0xFFFFu) + " pieces in groups of " +
+                      str(t.operand[7] >> 16) + "; the rows have " + str(K) + " columns)"));
+  o.matrix(0, SP_BF16, t.tile_end, K, "rows the tiles compute");
+  o.array(1, {SP_BF16}, K, "elements of the input");
+  if (o.present(2)) o.array(2, {SP_BF16}, K, "norm weights of the input");
+  o.array(3, {SP_BF16, SP_F32}, t.tile_end, "rows the tiles write");
+  if (o.present(4)) o.array(4, {SP_BF16}, t.tile_end, "residual rows the tiles read");
+  if (flags & 0xFFFEu) refuse("operand 5 'flags' " + str(flags) + " sets bits 1..15, which mean nothing");
+  if (!(flags & 1u)) return;
+  if (!o.present(6)) refuse("operand 5 'flags' asks for an argmax partial, but operand 6 'argmax' names no view");
+  o.array(6, {SP_U32}, 2 * (uint64_t(flags >> 16) + 1), "words up to the argmax slot in operand 5 'flags'");
+}
+
+void check_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
+  o.row_length(0);
+  const uint32_t K = o.view(0).cols;
+  o.matrix(0, SP_BF16, t.tile_end, K, "gate rows the tiles compute");
+  o.matrix(1, SP_BF16, t.tile_end, K, "up rows the tiles compute");
+  o.same_rows(1, 0);
+  o.array(2, {SP_BF16}, K, "elements of the input");
+  o.array(3, {SP_BF16}, K, "norm weights of the input");
+  o.array(4, {SP_BF16}, t.tile_end, "rows the tiles write");
+}
+
+void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpGraphParams& p = g.params;  // checked by graph_layout_problem
+  const uint64_t Hq = p.n_heads, Hkv = p.n_kv_heads, D = p.head_dim, R = p.rotary_dim, ctx = p.context,
+                 chunks = p.attn_chunks;
+  if (t.tile_end > Hkv * chunks)
+    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(Hkv * chunks) + " (kv head, chunk) tiles");
+  o.array(0, {SP_BF16}, (Hq + 2 * Hkv) * D, "elements of the q, k and v heads");
+  o.array(1, {SP_BF16}, D, "q norm weights");
+  o.array(2, {SP_BF16}, D, "k norm weights");
+  o.matrix(3, SP_BF16, 2 * Hkv * ctx, D, "K and V rows of every kv head and position");
+  o.matrix(4, SP_BF16, ctx, R, "RoPE rows of every position");
+  o.matrix(5, SP_F32, Hq * chunks, D + 2, "partial rows of every q head and chunk");
+  if (o.view(5).cols != D + 2 || o.view(5).row_stride != D + 2)
+    refuse("operand 5 'partials' has rows of " + str(o.view(5).cols) + " elements " + str(o.view(5).row_stride) +
+           " apart, not " + str(D + 2) + " back to back: the CUDA merge stages whole rows");
+  o.array(6, {SP_BF16}, Hq * D, "elements of the q heads' outputs");
+  o.array(7, {SP_U32}, Hkv, "arrival words of the kv heads");
+}
+
+void check_sample(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const uint32_t count = t.operand[2];
+  if (count == 0 || count > INT32_MAX)
+    refuse("operand 2 'partial_count' " + str(count) + " is not between 1 and 2^31 - 1");
+  o.array(0, {SP_F32}, g.params.vocab, "logits of the vocabulary");
+  o.array(1, {SP_U32}, 2 * uint64_t(count), "words of operand 2's argmax partials");
+  o.array(3, {SP_U32}, g.params.max_steps, "forced tokens of the graph's steps");
+  o.array(4, {SP_U32}, g.params.max_steps, "out tokens of the graph's steps");
+}
+
+void check_mlp(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  o.row_length(0);
+  o.row_length(2);
+  if (const char* problem = mlp_problem(t, g.views.data()))
+    refuse(problem + (" (columns " + str(t.tile_begin) + ".." + str(t.tile_end) + ", gang of " +
+                      str(sp_gang_width(t)) + ")"));
+}
+
+void check_gemv_piece(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  o.row_length(0);
+  if (const char* problem = gemv_piece_problem(t, g.views.data()))
+    refuse(problem + (" (rows " + str(t.tile_begin) + ".." + str(t.tile_end) + ", piece " +
+                      str(t.operand[6] & 0xFFFFu) + ")"));
+}
+
+// Experts at most a layer: more than any released model's (512), and few enough that the
+// router's softmax and top k fit one tile's shared memory on every executor.
+constexpr uint32_t kMaxExperts = 4096;
+
+// The MoE record operand k names, checked: 1 <= k slots <= E <= kMaxExperts, and the expert
+// rows not 0, so every routed read below is inside the fused views checked against them.
+const SpMoeParams& moe_params(const OperandCheck& o, uint32_t k) {
+  const SpMoeParams& p = reinterpret_cast<const SpMoeParams&>(o.params(k));
+  if (p.experts == 0 || p.experts > kMaxExperts || p.slots == 0 || p.slots > p.experts)
+    refuse("its MoE parameters choose " + str(p.slots) + " of " + str(p.experts) +
+           " experts, not between 1 and the experts, at most " + str(kMaxExperts));
+  if (p.expert_rows == 0) refuse("its MoE parameters give experts of 0 rows");
+  if (p.flags & ~SP_MOE_NORMALISE) refuse("its MoE parameters set flags " + str(p.flags) + ", which mean nothing");
+  return p;
+}
+
+void check_router(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(o, 6);
+  o.row_length(0);
+  const uint32_t H = o.view(0).cols;
+  o.matrix(0, SP_BF16, p.experts, H, "rows of every expert");
+  if (t.tile_end > p.experts) refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(p.experts) + " experts");
+  o.array(1, {SP_BF16}, H, "elements of the input");
+  o.array(2, {SP_BF16}, H, "norm weights of the input");
+  o.array(3, {SP_F32}, p.experts, "logits of every expert");
+  o.array(4, {SP_U32}, 2 * uint64_t(p.slots), "words of the slots' {expert, weight}");
+  o.array(5, {SP_U32}, 1, "arrival word");
+}
+
+void check_expert_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(o, 5);
+  o.row_length(0);
+  const uint32_t H = o.view(0).cols;
+  o.matrix(0, SP_BF16, 2 * uint64_t(p.experts) * p.expert_rows, H, "gate and up rows of every expert");
+  if (t.tile_end > uint64_t(p.slots) * p.expert_rows)
+    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(uint64_t(p.slots) * p.expert_rows) +
+           " rows of the " + str(p.slots) + " slots");
+  o.array(1, {SP_BF16}, H, "elements of the input");
+  o.array(2, {SP_BF16}, H, "norm weights of the input");
+  o.array(3, {SP_U32}, 2 * uint64_t(p.slots), "words of the slots' {expert, weight}");
+  o.matrix(4, SP_BF16, p.slots, p.expert_rows, "activations of every slot");
+}
+
+void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(o, 4);
+  o.row_length(0);
+  const SpView& W = o.view(0);
+  if (W.cols != p.expert_rows)
+    refuse(o.name(0) + " has rows of " + str(W.cols) + " columns, not the experts' " + str(p.expert_rows));
+  if (W.rows % p.experts) refuse(o.name(0) + "'s " + str(W.rows) + " rows are not " + str(p.experts) + " experts'");
+  const uint64_t H = W.rows / p.experts;
+  if (t.tile_end > H) refuse("its tiles end at " + str(t.tile_end) + ", past an expert's " + str(H) + " rows");
+  o.matrix(1, SP_BF16, p.slots, p.expert_rows, "activations of every slot");
+  o.array(2, {SP_U32}, 2 * uint64_t(p.slots), "words of the slots' {expert, weight}");
+  o.array(3, {SP_BF16}, t.tile_end, "hidden rows the tiles add to");
+}
+
+uint64_t tiles(const SpTask& t) { return t.tile_end - t.tile_begin; }
+
+uint64_t expert_gate_up_bytes(const Graph& g, const SpTask& t) {
+  return 2 * tiles(t) * g.views[t.operand[0]].cols * sizeof(uint16_t);
+}
+
+uint64_t expert_down_bytes(const Graph& g, const SpTask& t) {
+  const SpMoeParams& p = reinterpret_cast<const SpMoeParams&>(g.op_params[t.operand[4]]);
+  return tiles(t) * p.slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
+}
+
+// A projection stages its (normed) input: the columns of its first operand.
+uint64_t row_input(const Graph& g, const SpTask& t) { return g.views[t.operand[0]].cols; }
+// An MLP member stages the normed hidden state and its activations.
+uint64_t mlp_input(const Graph& g, const SpTask& t) { return g.views[t.operand[2]].rows + tiles(t); }
+uint64_t none(const Graph&, const SpTask&) { return 0; }
+
+const OpDecl kEmbed{{{{K::View, "table"}, {K::View, "out", true}}}, check_embed, nullptr, none};
+const OpDecl kGemv{{{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out", true},
+                     {K::OptionalView, "residual"}, {K::Immediate, "flags"}, {K::OptionalView, "argmax", true},
+                     {K::Split, "split"}}},
+                   check_gemv, nullptr, row_input};
+const OpDecl kGateUp{{{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "out", true}}},
+                     check_gate_up, nullptr, row_input};
+const OpDecl kAttention{{{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "kv_cache", true},
+                          {K::View, "rope"}, {K::View, "partials", true}, {K::View, "out", true},
+                          {K::View, "arrivals", true}}},
+                        check_attention, nullptr, none};
+const OpDecl kSample{{{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
+                       {K::View, "forced"}, {K::View, "out_tokens", true}}},
+                     check_sample, nullptr, none};
+const OpDecl kMlp{{{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden", true}, {K::View, "norm"},
+                    {K::View, "partials", true}, {K::View, "arrivals", true}}},
+                  check_mlp, nullptr, mlp_input};
+const OpDecl kGemvPiece{{{{K::View, "W"}, {K::View, "x"}, {K::View, "out", true}, {K::OptionalView, "residual"},
+                          {K::View, "partials", true}, {K::View, "arrivals", true}, {K::Immediate, "piece"},
+                          {K::Split, "split"}}},
+                        check_gemv_piece, nullptr, row_input};
+const OpDecl kRouter{{{{K::View, "W"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "logits", true},
+                       {K::View, "routing", true}, {K::View, "arrivals", true}, {K::Params, "params"}}},
+                     check_router, nullptr, row_input};
+const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::View, "norm"}, {K::View, "routing"},
+                             {K::View, "act", true}, {K::Params, "params"}}},
+                           check_expert_gate_up, expert_gate_up_bytes, row_input};
+const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
+                           {K::View, "hidden", true}, {K::Params, "params"}}},
+                         check_expert_down, expert_down_bytes, none};
+
+}  // namespace
+
+const OpDecl* op_decl(uint32_t op) {
+  switch (op) {
+    case SP_OP_EMBED: return &kEmbed;
+    case SP_OP_GEMV: return &kGemv;
+    case SP_OP_GATE_UP: return &kGateUp;
+    case SP_OP_ATTENTION: return &kAttention;
+    case SP_OP_SAMPLE: return &kSample;
+    case SP_OP_MLP: return &kMlp;
+    case SP_OP_GEMV_PIECE: return &kGemvPiece;
+    case SP_OP_ROUTER: return &kRouter;
+    case SP_OP_EXPERT_GATE_UP: return &kExpertGateUp;
+    case SP_OP_EXPERT_DOWN: return &kExpertDown;
+    default: return nullptr;
+  }
+}
+
+}  // namespace spindle

@@ -1,0 +1,26 @@
+// Per-op parameter records: the values one op needs beyond its views (an MoE layer's expert
+// count, say), held in a table of the graph that a task's "params" operand word indexes, so
+// that a new op's parameters do not grow SpGraphParams, which every task may read.
+#pragma once
+#include <stdint.h>
+
+#define SP_OP_PARAM_WORDS 8u
+
+struct SpOpParams {
+  uint32_t word[SP_OP_PARAM_WORDS];  // meaning per op: one of the typed records below
+};
+
+// The router's and the routed experts' (ROUTER, EXPERT_GATE_UP, EXPERT_DOWN) record.
+#define SP_MOE_NORMALISE 1u  // flags: renormalise the top k weights to sum to 1 (norm_topk_prob)
+struct SpMoeParams {
+  uint32_t experts;      // E: the router's rows and the experts a fused weight view holds
+  uint32_t slots;        // k: experts chosen a token (num_experts_per_tok)
+  uint32_t expert_rows;  // Im: an expert's gate (and up) rows, its down's columns
+  uint32_t flags;        // SP_MOE_*
+  uint32_t reserved[4];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(SpOpParams) == 32, "SpOpParams must stay 8 words");
+static_assert(sizeof(SpMoeParams) == sizeof(SpOpParams), "an op's record is one SpOpParams");
+#endif
