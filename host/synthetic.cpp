@@ -35,6 +35,18 @@ ModelConfig qwen3(uint32_t hidden, uint32_t layers, uint32_t heads, uint32_t kv_
   return c;
 }
 
+// qwen3 with every layer's MLP replaced by `experts` routed experts of `expert_width`, `top`
+// of them a token, their weights renormalised (norm_topk_prob, as the released models have it).
+ModelConfig qwen3_moe(ModelConfig c, uint32_t experts, uint32_t top, uint32_t expert_width) {
+  c.family = Family::Qwen3Moe;
+  c.model_type = "qwen3_moe";
+  c.num_experts = experts;
+  c.experts_per_tok = top;
+  c.moe_intermediate = expert_width;
+  c.norm_topk_prob = true;
+  return c;
+}
+
 std::vector<SyntheticPreset> make_presets() {
   // Real shapes from spec §9.2; the tiny ones are for tests.
   std::vector<SyntheticPreset> p = {
@@ -42,13 +54,16 @@ std::vector<SyntheticPreset> make_presets() {
       {"tiny-tied", qwen3(64, 2, 4, 2, 16, 128, 512, 256, 1e4f, true)},
       {"qwen3-0.6b", qwen3(1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6f, true)},
       {"qwen3-8b", qwen3(4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, false)},
+      {"tiny-moe", qwen3_moe(qwen3(64, 2, 4, 2, 16, 128, 512, 256, 1e4f, false), 8, 2, 32)},
+      {"qwen3-30b-a3b", qwen3_moe(qwen3(2048, 48, 32, 4, 128, 6144, 151936, 40960, 1e6f, false), 128, 8, 768)},
   };
   for (const SyntheticPreset& preset : p) validate(preset.config, kSyntheticPrefix + preset.name);
   return p;
 }
 
 // The distribution of a tensor, by the table in synthetic_values.h. This reading of names
-// and shapes covers the qwen3 tensors; GDN and MoE tensors will need their own roles.
+// and shapes covers the qwen3 and qwen3_moe tensors (a router or fused expert tensor is a
+// projection over its last dimension); GDN tensors will need their own roles.
 synth::Init init_of(const TensorSpec& t, Family family) {
   using synth::Role;
   if (t.name == "model.embed_tokens.weight") return synth::init_for(Role::Embedding, t.shape[1]);

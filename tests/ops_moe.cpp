@@ -1,0 +1,194 @@
+// The MoE tiles (ops/moe.h) against independent references: the routing against a sort of the
+// logits and a softmax in double, the experts' rows against an Eigen MLP per chosen expert.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "ops/moe.h"
+#include "tests/ops_reference.h"
+
+using namespace spindle;
+using namespace spindle::test;
+
+namespace {
+
+// The experts chosen from `logits` by sorting them (larger first, lower index on a tie), their
+// weights the softmax over all logits in double, renormalised when asked, in expert order.
+std::vector<std::pair<uint32_t, double>> reference_route(const std::vector<float>& logits, uint32_t k,
+                                                         bool normalise) {
+  std::vector<uint32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  const double top = logits[order[0]];
+  double sum = 0, chosen = 0;
+  for (float l : logits) sum += std::exp(double(l) - top);
+  for (uint32_t s = 0; s < k; ++s) chosen += std::exp(double(logits[order[s]]) - top) / sum;
+  std::vector<std::pair<uint32_t, double>> out;
+  for (uint32_t s = 0; s < k; ++s) {
+    const double p = std::exp(double(logits[order[s]]) - top) / sum;
+    out.emplace_back(order[s], normalise ? p / chosen : p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// bf16-valued logits, ties included: drawn from a few values now and then.
+std::vector<float> random_logits(std::mt19937& rng, uint32_t E) {
+  std::vector<float> l(E);
+  const std::vector<bf16> v = random_bf16(rng, E, 2.0);
+  for (uint32_t e = 0; e < E; ++e) l[e] = bf16_to_f32(v[e]);
+  if (E > 3 && rng() % 2) l[rng() % E] = l[rng() % E];  // a tie
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("route: the top k by logit, ties to the lower expert, softmax weights within a bf16 step",
+                   Acc, float, double) {
+  for (uint32_t seed = 0; seed < 300; ++seed) {
+    std::mt19937 rng(7000 + seed);
+    const uint32_t E = random_in(rng, 1, 160), k = random_in(rng, 1, std::min(E, 10u));
+    const bool normalise = rng() % 2;
+    const std::vector<float> logits = random_logits(rng, E);
+    CAPTURE(seed);
+    std::vector<RoutingSlot> slots(k);
+    route<Acc>(logits.data(), E, k, normalise, slots.data());
+    const auto ref = reference_route(logits, k, normalise);
+    for (uint32_t s = 0; s < k; ++s) {
+      CHECK(slots[s].expert == ref[s].first);
+      CHECK(bf16_steps(f32_to_bf16(slots[s].weight), bits_of(ref_bf16(ref[s].second))) <= 1);
+    }
+  }
+}
+
+TEST_CASE("route: exact ties keep the lower experts; NaN logits come after every number and poison the weights") {
+  std::vector<float> logits = {1.0f, 2.0f, -3.0f, 2.0f, 2.0f, -1.0f};
+  std::vector<RoutingSlot> slots(3);
+  route<float>(logits.data(), 6, 3, true, slots.data());
+  CHECK(slots[0].expert == 1);
+  CHECK(slots[1].expert == 3);
+  CHECK(slots[2].expert == 4);
+  for (const RoutingSlot& s : slots) CHECK(s.weight == bf16_to_f32(f32_to_bf16(1.0f / 3)));
+  // A NaN logit is chosen last, and makes the softmax, so every weight, NaN, as HF's does: the
+  // NaN reaches the logits, where the decode loop reports it.
+  logits[1] = std::numeric_limits<float>::quiet_NaN();
+  route<float>(logits.data(), 6, 3, true, slots.data());
+  CHECK(slots[0].expert == 0);
+  CHECK(slots[1].expert == 3);
+  CHECK(slots[2].expert == 4);
+  for (const RoutingSlot& s : slots) CHECK(std::isnan(s.weight));
+  std::vector<float> nans(4, std::numeric_limits<float>::quiet_NaN());
+  route<float>(nans.data(), 4, 3, false, slots.data());  // all NaN: the lowest experts
+  CHECK(slots[0].expert == 0);
+  CHECK(slots[2].expert == 2);
+}
+
+TEST_CASE("router_rows: tasks in any order route once, when the last rows arrive, and reset the count") {
+  std::mt19937 rng(7500);
+  const uint32_t E = 24, H = 40, k = 4;
+  const std::vector<bf16> W = random_bf16(rng, size_t(E) * H, 0.3), x = random_bf16(rng, H);
+  std::vector<float> logits(E, -7.0f);
+  std::vector<RoutingSlot> slots(k, RoutingSlot{99, 0.0f});
+  uint32_t arrivals = 0;
+  const NormSpec none{nullptr, 0, 0.0f};
+  router_rows<float>(W.data(), H, x.data(), H, none, 16, 24, logits.data(), arrivals, E, k, true, slots.data());
+  router_rows<float>(W.data(), H, x.data(), H, none, 0, 8, logits.data(), arrivals, E, k, true, slots.data());
+  CHECK(slots[0].expert == 99);  // not every row has arrived
+  router_rows<float>(W.data(), H, x.data(), H, none, 8, 16, logits.data(), arrivals, E, k, true, slots.data());
+  CHECK(arrivals == 0);
+  std::vector<RoutingSlot> expected(k);
+  route<float>(logits.data(), E, k, true, expected.data());
+  for (uint32_t s = 0; s < k; ++s) CHECK(slots[s].expert == expected[s].expert);
+  const Eigen::ArrayXd ref = ref_bf16((to_matrix(W.data(), E, H, H) * to_vector(x.data(), H)).array());
+  for (uint32_t e = 0; e < E; ++e) CHECK(bf16_steps(f32_to_bf16(logits[e]), bits_of(ref[e])) <= 1);
+}
+
+namespace {
+
+// A random MoE layer: E experts fused as the graph holds them (gate_up [E·2Im, H], down
+// [E·H, Im], rows padded), k distinct chosen experts with bf16 weights, and the hidden state.
+struct RandomExperts {
+  uint32_t H, E, k, Im, gu_stride, d_stride, kind;
+  std::vector<bf16> gate_up, down, hidden, norm_w;
+  std::vector<RoutingSlot> slots;
+
+  explicit RandomExperts(std::mt19937& rng) {
+    H = random_in(rng, 1, 200);
+    E = random_in(rng, 1, 12);
+    k = random_in(rng, 1, E);
+    Im = random_in(rng, 1, 40);
+    gu_stride = H + random_in(rng, 0, 5);
+    d_stride = Im + random_in(rng, 0, 5);
+    gate_up = random_bf16(rng, size_t(E) * 2 * Im * gu_stride, 1.0 / std::sqrt(double(H)));
+    down = random_bf16(rng, size_t(E) * H * d_stride, 1.0 / std::sqrt(double(Im)));
+    hidden = random_bf16(rng, H, 2.0);
+    kind = random_in(rng, 0, 1);
+    norm_w = random_bf16(rng, H, 0.2, kind == SP_NORM_STANDARD ? 1.0 : 0.0);
+    std::vector<uint32_t> experts(E);
+    std::iota(experts.begin(), experts.end(), 0u);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    experts.resize(k);
+    std::sort(experts.begin(), experts.end());
+    for (uint32_t e : experts) slots.push_back({e, bf16_to_f32(random_bf16(rng, 1, 0.3, 0.5)[0])});
+  }
+
+  // Expert e's activations r(r(silu(r(g))) · r(u)) of the normed hidden, in double.
+  Eigen::ArrayXd reference_act(uint32_t e) const {
+    const Eigen::ArrayXd h = to_vector(hidden.data(), H).array();
+    const Eigen::VectorXd n = reference_rms_norm(h, to_vector(norm_w.data(), H).array(), kind, 1e-6f).matrix();
+    const bf16* gate = gate_up.data() + size_t(e) * 2 * Im * gu_stride;
+    const Eigen::ArrayXd g = ref_bf16((to_matrix(gate, Im, H, gu_stride) * n).array());
+    const Eigen::ArrayXd u = ref_bf16((to_matrix(gate + size_t(Im) * gu_stride, Im, H, gu_stride) * n).array());
+    return ref_bf16(ref_bf16(g / (1.0 + (-g).exp())) * u);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("expert_gate_up_rows: each slot's expert's activations, tiles split anywhere", Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(8000 + seed);
+    const RandomExperts m(rng);
+    CAPTURE(seed);
+    const size_t act_stride = m.Im + random_in(rng, 0, 3);
+    std::vector<bf16> act(m.k * act_stride, 0x7FC0);
+    const uint32_t tiles = m.k * m.Im, cut = random_in(rng, 0, tiles);
+    const ExpertGateUp w{m.gate_up.data(), m.gu_stride, m.Im};
+    const NormSpec norm{m.norm_w.data(), m.kind, 1e-6f};
+    expert_gate_up_rows<Acc>(w, m.hidden.data(), m.H, norm, m.slots.data(), cut, tiles, act.data(), act_stride);
+    expert_gate_up_rows<Acc>(w, m.hidden.data(), m.H, norm, m.slots.data(), 0, cut, act.data(), act_stride);
+    for (uint32_t s = 0; s < m.k; ++s)
+      agree.add(std::vector<bf16>(act.begin() + s * act_stride, act.begin() + s * act_stride + m.Im),
+                to_std(m.reference_act(m.slots[s].expert)));
+  }
+  check_tile<Acc>(agree);
+}
+
+TEST_CASE_TEMPLATE("expert_down_rows: r(hidden + the bf16 sum in slot order of r(w · r(down · act)))", Acc, float,
+                   double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(9000 + seed);
+    RandomExperts m(rng);
+    CAPTURE(seed);
+    const std::vector<bf16> act = random_bf16(rng, size_t(m.k) * m.Im);
+    Eigen::ArrayXd sum = Eigen::ArrayXd::Zero(m.H);
+    for (uint32_t s = 0; s < m.k; ++s) {
+      const bf16* Wd = m.down.data() + size_t(m.slots[s].expert) * m.H * m.d_stride;
+      const Eigen::ArrayXd y = ref_bf16((to_matrix(Wd, m.H, m.Im, m.d_stride) * to_vector(act.data() + s * m.Im, m.Im)).array());
+      sum = ref_bf16(sum + ref_bf16(double(m.slots[s].weight) * y));
+    }
+    const Eigen::ArrayXd ref = ref_bf16(to_vector(m.hidden.data(), m.H).array() + sum);
+    const uint32_t cut = random_in(rng, 0, m.H);
+    expert_down_rows<Acc>(m.down.data(), m.d_stride, m.H, m.Im, act.data(), m.Im, m.slots.data(), m.k, cut, m.H,
+                          m.hidden.data());
+    expert_down_rows<Acc>(m.down.data(), m.d_stride, m.H, m.Im, act.data(), m.Im, m.slots.data(), m.k, 0, cut,
+                          m.hidden.data());
+    agree.add(m.hidden, to_std(ref));
+  }
+  check_tile<Acc>(agree);
+}
