@@ -1,5 +1,7 @@
 #include "host/checkpoint.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "host/files.h"
 #include "host/models/family.h"
+#include "host/models/tensor_names.h"
 #include "host/safetensors.h"
 #include "ops/bf16.h"
 #include "tasks/error.h"
@@ -125,12 +128,21 @@ void convert_to_bf16(const uint8_t* src, DType dtype, uint64_t n, bf16* dst) {
                                              : load_unaligned<float>(src, i));
 }
 
-// A tensor that cannot be used in place: not bf16, or not 2-byte aligned in its shard.
-struct PendingCopy {
-  std::string name;
+uint64_t elements(const std::vector<uint64_t>& shape) { return TensorRef{0, 0, shape}.elements(); }
+
+// A tensor as stored: its bytes in a mapped shard (perhaps unaligned), in its dtype.
+struct StoredTensor {
   const uint8_t* src;
   DType dtype;
   std::vector<uint64_t> shape;
+};
+
+// A tensor that cannot be used in place: not bf16, not 2-byte aligned in its shard, or fused
+// from several stored tensors. Its values are its parts', one after another.
+struct PendingCopy {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::vector<StoredTensor> parts;
 };
 
 void add_converted_arena(ModelWeights& w, const std::vector<PendingCopy>& copies) {
@@ -145,10 +157,76 @@ void add_converted_arena(ModelWeights& w, const std::vector<PendingCopy>& copies
   std::shared_ptr<uint8_t[]> buffer(new uint8_t[total]);
   w.arenas.push_back({"converted to bf16", buffer, buffer.get(), total});
   for (size_t i = 0; i < copies.size(); ++i) {
-    convert_to_bf16(copies[i].src, copies[i].dtype, refs[i].elements(),
-                    reinterpret_cast<bf16*>(buffer.get() + refs[i].offset));
+    bf16* dst = reinterpret_cast<bf16*>(buffer.get() + refs[i].offset);
+    for (const StoredTensor& part : copies[i].parts) {
+      convert_to_bf16(part.src, part.dtype, elements(part.shape), dst);
+      dst += elements(part.shape);
+    }
     w.tensors[copies[i].name] = std::move(refs[i]);
   }
+}
+
+struct ExpertIndex {
+  uint32_t layer, expert;
+};
+
+// Layer and expert of a per-expert tensor's name (names::expert), or nothing for any other.
+std::optional<ExpertIndex> per_expert_name(const std::string& name) {
+  static const std::string layers = "model.layers.", experts = ".mlp.experts.";
+  if (!name.starts_with(layers)) return std::nullopt;
+  ExpertIndex at{};
+  const char* end = name.data() + name.size();
+  auto [p, ec] = std::from_chars(name.data() + layers.size(), end, at.layer);
+  if (ec != std::errc() || !std::string_view(p, end).starts_with(experts)) return std::nullopt;
+  if (std::from_chars(p + experts.size(), end, at.expert).ec != std::errc()) return std::nullopt;
+  // Spelled back to reject the digits and projections names::expert would not write.
+  for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
+    if (name == names::expert(at.layer, at.expert, proj)) return at;
+  return std::nullopt;
+}
+
+// One layer's per-expert tensors, by name; `experts` is one past the highest expert index.
+struct StoredExperts {
+  uint64_t experts = 0;
+  std::map<std::string, StoredTensor> tensors;
+};
+
+void check_expert_count(const ModelWeights& w, uint64_t found, const std::string& where) {
+  if (found != w.config.num_experts)
+    throw Error(w.source + ": the checkpoint has " + std::to_string(found) + " experts in " + where +
+                ", but config.json has num_experts = " + std::to_string(w.config.num_experts));
+}
+
+// Layer l's per-expert tensors as the canonical gate_up [E, 2·Im, H] and down [E, H, Im]
+// (tensor_names.h): one uniform stride per expert lets a task select a routed expert's rows
+// at run time from its index alone. `stored_names` are the canonical names the checkpoint has.
+void fuse_experts(const ModelWeights& w, uint32_t l, const StoredExperts& stored,
+                  const std::set<std::string>& stored_names, std::vector<PendingCopy>& copies) {
+  check_expert_count(w, stored.experts, "layer " + std::to_string(l) + " (" + names::layer(l, "mlp.experts.") +
+                                            "0 to ." + std::to_string(stored.experts - 1) + ")");
+  const uint64_t E = w.config.num_experts, H = w.config.hidden, Im = w.config.moe_intermediate;
+  PendingCopy gate_up{names::layer(l, names::kExpertsGateUp), {E, 2 * Im, H}, {}};
+  PendingCopy down{names::layer(l, names::kExpertsDown), {E, H, Im}, {}};
+  for (const PendingCopy* fused : {&gate_up, &down})
+    if (stored_names.count(fused->name))
+      throw Error(w.source + ": layer " + std::to_string(l) + " stores its experts both fused ('" +
+                  fused->name + "') and per expert ('" + stored.tensors.begin()->first + "')");
+  auto part = [&](uint32_t e, const char* proj, const std::vector<uint64_t>& shape) {
+    const std::string name = names::expert(l, e, proj);
+    auto it = stored.tensors.find(name);
+    if (it == stored.tensors.end()) throw Error(w.source + ": tensor '" + name + "' missing");
+    if (it->second.shape != shape)
+      throw Error(w.source + ": tensor '" + name + "' has shape " + shape_string(it->second.shape) +
+                  ", expected " + shape_string(shape));
+    return it->second;
+  };
+  for (uint32_t e = 0; e < E; ++e) {
+    gate_up.parts.push_back(part(e, "gate_proj", {Im, H}));
+    gate_up.parts.push_back(part(e, "up_proj", {Im, H}));
+    down.parts.push_back(part(e, "down_proj", {H, Im}));
+  }
+  copies.push_back(std::move(gate_up));
+  copies.push_back(std::move(down));
 }
 
 void resolve_lm_head(ModelWeights& w) {
@@ -181,8 +259,9 @@ ModelWeights load_checkpoint(const fs::path& dir) {
   w.config = load_config(dir / "config.json");
   Shards shards = find_shards(dir);
 
-  std::map<std::string, std::string> shard_of;  // every stored name → its file
-  std::set<std::string> names;                  // canonical names kept so far
+  std::map<std::string, std::string> shard_of;   // every stored name → its file
+  std::set<std::string> kept;                    // canonical names kept so far
+  std::map<uint32_t, StoredExperts> per_expert;  // by layer, fused below
   std::vector<PendingCopy> copies;
   for (const std::string& file : shards.files) {
     SafetensorsFile f = read_safetensors(dir / file);
@@ -195,14 +274,19 @@ ModelWeights load_checkpoint(const fs::path& dir) {
                     " and " + file);
       std::optional<std::string> name = canonical_name(t.name);
       if (!name) continue;
-      if (!names.insert(*name).second)
+      if (!kept.insert(*name).second)
         throw Error(w.source + ": tensor '" + *name + "' is stored under two names ('" + t.name +
                     "' and one with the other prefix)");
       const uint8_t* src = f.data + t.begin;
-      if (t.dtype == DType::BF16 && reinterpret_cast<uintptr_t>(src) % alignof(bf16) == 0)
+      if (std::optional<ExpertIndex> at = per_expert_name(*name)) {
+        StoredExperts& layer = per_expert[at->layer];
+        layer.experts = std::max(layer.experts, at->expert + uint64_t(1));
+        layer.tensors[*name] = {src, t.dtype, std::move(t.shape)};
+      } else if (t.dtype == DType::BF16 && reinterpret_cast<uintptr_t>(src) % alignof(bf16) == 0) {
         w.tensors[*name] = TensorRef{arena, t.begin, std::move(t.shape)};
-      else
-        copies.push_back({*name, src, t.dtype, std::move(t.shape)});
+      } else {
+        copies.push_back({*name, t.shape, {{src, t.dtype, t.shape}}});
+      }
     }
   }
   for (const auto& [name, file] : shards.weight_map) {
@@ -211,8 +295,13 @@ ModelWeights load_checkpoint(const fs::path& dir) {
       throw Error(w.source + ": " + kIndexFile + " puts tensor '" + name + "' in " + file +
                   ", but it is not there");
   }
+  for (const auto& [l, stored] : per_expert) fuse_experts(w, l, stored, kept, copies);
   add_converted_arena(w, copies);
   resolve_lm_head(w);
+  // Said before the shape check, which would name the count only as a dimension.
+  for (const auto& [name, ref] : w.tensors)
+    if ((name.ends_with(names::kExpertsGateUp) || name.ends_with(names::kExpertsDown)) && !ref.shape.empty())
+      check_expert_count(w, ref.shape[0], "tensor '" + name + "' (shape " + shape_string(ref.shape) + ")");
   for (const TensorSpec& t : expected_tensors(w.config)) w.get(t.name, t.shape);
   return w;
 }

@@ -23,7 +23,9 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
 // Loads a checkpoint directory. bf16 tensors stay in the mapped shards (one arena each);
 // F16 and F32 tensors are rounded to bf16 (nearest even) into one more, owned arena.
 // Names are canonicalised ("model.language_model." → "model."; "mtp.*" and "model.visual.*"
-// dropped), a tied lm_head aliases the embedding, and the expected tensors are checked.
+// dropped), per-expert tensors (model.layers.{l}.mlp.experts.{e}.{gate,up,down}_proj.weight)
+// are fused into the canonical mlp.experts.gate_up_proj / down_proj in the owned arena, a tied
+// lm_head aliases the embedding, and the expected tensors are checked.
 ModelWeights load_checkpoint(const std::filesystem::path& dir);
 
 // Writes `w` as an HF checkpoint: config.json and one bf16 model.safetensors, lm_head left out

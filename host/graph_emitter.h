@@ -43,6 +43,15 @@ inline uint32_t narrow(uint64_t value, const std::string& what) {
   return uint32_t(value);
 }
 
+// Layer l's prefix of stage and buffer names, "L{l}." (appended: GCC 12 warns falsely,
+// -Wrestrict, on "…" + std::string inlined).
+inline std::string layer_tag(uint32_t l) {
+  std::string tag = "L";
+  tag += std::to_string(l);
+  tag += '.';
+  return tag;
+}
+
 // A stage: the tasks that signal one counter. Each task of a stage waits for the whole previous
 // stage unless said otherwise, so stages act as barriers and every buffer may be reused layer
 // after layer without write-after-read hazards.

@@ -136,3 +136,25 @@ TEST_CASE("teacher forcing reproduces the logits of a step-by-step decode") {
     CHECK(uint32_t(best) == r.tokens[i]);
   }
 }
+
+TEST_CASE("tiny-moe: every worker count, schedule and tiling gives the sequential reference's bits") {
+  const ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  const Graph g = build_decode_graph(w, o);
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12);
+  for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t workers : {1u, 2u, 3u, 8u}) {
+      CAPTURE(schedule_kind_name(sched));
+      CAPTURE(workers);
+      check_same(run_decode(g, w, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
+    }
+  // Three rows a task: the router in three tasks (the last to arrive routes), expert tasks
+  // across two slots' rows.
+  o.rows_per_tile = 3;
+  const Graph small_tiles = build_decode_graph(w, o);
+  check_same(run_decode(small_tiles, w, {ExecutorKind::Sequential}, prompt, 12), expect);
+  check_same(run_decode(small_tiles, w, {ExecutorKind::Threaded, 5, ScheduleKind::Ticket}, prompt, 12), expect);
+}

@@ -1,7 +1,9 @@
 // Checkpoint directories: single file and sharded, name canonicalisation, tied heads, the
-// tensor checks, and conversion of F16/F32 (and misaligned bf16) tensors to bf16.
+// tensor checks, conversion of F16/F32 (and misaligned bf16) tensors to bf16, and MoE experts
+// stored fused or per expert.
 #include <nlohmann/json.hpp>
 
+#include "host/models/tensor_names.h"
 #include "host/synthetic.h"
 #include "loader_fixture.h"
 #include "ops/bf16.h"
@@ -303,5 +305,160 @@ TEST_CASE("shard names in the index stay inside the checkpoint directory") {
     std::filesystem::create_directory_symlink(root.path(), dir / "up");
     index_naming("up/outside.safetensors");
     CHECK_ERROR(load_checkpoint(dir), "shard 'up/outside.safetensors', which resolves through symlinks to");
+  }
+}
+
+namespace {
+
+const ModelWeights& tiny_moe() {
+  static const ModelWeights w = make_synthetic("tiny-moe");
+  return w;
+}
+
+// The entries of `w` with its fused experts split per expert, as the released Qwen3-MoE
+// checkpoints store them.
+std::vector<SafetensorsEntry> per_expert_entries(const ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  const uint64_t H = c.hidden, Im = c.moe_intermediate, block = H * Im * 2;  // one expert's projection
+  std::vector<SafetensorsEntry> out;
+  for (const SafetensorsEntry& e : entries_of(w))
+    if (!e.name.ends_with(names::kExpertsGateUp) && !e.name.ends_with(names::kExpertsDown)) out.push_back(e);
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    auto bytes = [&](const char* fused) {
+      const TensorRef& ref = w.tensors.at(names::layer(l, fused));
+      return w.arenas[ref.arena].data + ref.offset;
+    };
+    const uint8_t *gate_up = bytes(names::kExpertsGateUp), *down = bytes(names::kExpertsDown);
+    for (uint32_t e = 0; e < c.num_experts; ++e) {
+      out.push_back({names::expert(l, e, "gate_proj"), DType::BF16, {Im, H}, gate_up + 2 * e * block, block});
+      out.push_back({names::expert(l, e, "up_proj"), DType::BF16, {Im, H}, gate_up + (2 * e + 1) * block, block});
+      out.push_back({names::expert(l, e, "down_proj"), DType::BF16, {H, Im}, down + e * block, block});
+    }
+  }
+  return out;
+}
+
+// A checkpoint of two shards and their index, the entries alternating between them (so one
+// layer's experts, and one expert's projections, sit in both).
+void write_two_shards(const TempDir& dir, const ModelConfig& config, const std::vector<SafetensorsEntry>& entries) {
+  write_config(dir.path(), config);
+  const std::string files[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+  std::vector<SafetensorsEntry> shards[2];
+  json index = {{"weight_map", json::object()}};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    shards[i % 2].push_back(entries[i]);
+    index["weight_map"][entries[i].name] = files[i % 2];
+  }
+  for (int s = 0; s < 2; ++s) write_safetensors(dir / files[s], shards[s]);
+  write_file(dir / "model.safetensors.index.json", index.dump());
+}
+
+}  // namespace
+
+TEST_CASE("tiny-moe with fused experts loads back bit-identical, in place") {
+  TempDir dir;
+  write_hf_checkpoint(tiny_moe(), dir.path());
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(same_tensors(w, tiny_moe()));
+  CHECK(w.arenas.size() == 1);
+}
+
+TEST_CASE("per-expert tensors across two shards fuse into the canonical tensors, bit-identical") {
+  TempDir dir;
+  std::vector<SafetensorsEntry> entries = per_expert_entries(tiny_moe());
+  std::vector<float> wide;
+  SUBCASE("bf16") {}
+  SUBCASE("an F32 expert is rounded to bf16 as it is fused") {
+    SafetensorsEntry& up = find(entries, names::expert(1, 5, "up_proj"));
+    wide.resize(up.bytes / 2);  // bf16 widens exactly, so it rounds back to itself
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = bf16_to_f32(static_cast<const uint16_t*>(up.data)[i]);
+    up = {up.name, DType::F32, up.shape, wide.data(), wide.size() * 4};
+  }
+  SUBCASE("under the VL prefix") {
+    for (SafetensorsEntry& e : entries)
+      if (e.name.starts_with("model.")) e.name = "model.language_model." + e.name.substr(6);
+  }
+  write_two_shards(dir, tiny_moe().config, entries);
+  ModelWeights w = load_checkpoint(dir.path());
+  CHECK(same_tensors(w, tiny_moe()));  // the fused tensors, and no per-expert name left
+  REQUIRE(w.arenas.size() == 3);
+  CHECK(w.arenas[2].name == "converted to bf16");
+  CHECK(w.tensors.at("model.layers.1.mlp.experts.gate_up_proj").arena == 2);
+  CHECK(w.tensors.at("model.layers.1.mlp.experts.down_proj").arena == 2);
+}
+
+TEST_CASE("a missing expert tensor is named") {
+  TempDir dir;
+  write_two_shards(dir, tiny_moe().config,
+                   without(per_expert_entries(tiny_moe()), "model.layers.0.mlp.experts.3.up_proj.weight"));
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              dir.path().string() + ": tensor 'model.layers.0.mlp.experts.3.up_proj.weight' missing");
+}
+
+TEST_CASE("an expert count other than config.json's num_experts names both counts") {
+  TempDir dir;
+  std::vector<SafetensorsEntry> entries = per_expert_entries(tiny_moe());
+  SUBCASE("per-expert tensors of experts 0 to 5") {
+    std::erase_if(entries, [](const SafetensorsEntry& e) {
+      return e.name.find(".experts.6.") != std::string::npos || e.name.find(".experts.7.") != std::string::npos;
+    });
+    write_checkpoint(dir, tiny_moe(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                dir.path().string() + ": the checkpoint has 6 experts in layer 0 (model.layers.0.mlp.experts.0 to "
+                                      ".5), but config.json has num_experts = 8");
+  }
+  SUBCASE("an expert index past the last") {
+    SafetensorsEntry extra = find(entries, "model.layers.1.mlp.experts.0.gate_proj.weight");
+    extra.name = "model.layers.1.mlp.experts.8.gate_proj.weight";
+    entries.push_back(extra);
+    write_checkpoint(dir, tiny_moe(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                "the checkpoint has 9 experts in layer 1 (model.layers.1.mlp.experts.0 to .8), "
+                "but config.json has num_experts = 8");
+  }
+  SUBCASE("a fused gate_up_proj of 6 experts") {
+    entries = entries_of(tiny_moe());
+    SafetensorsEntry& gate_up = find(entries, "model.layers.0.mlp.experts.gate_up_proj");
+    gate_up.shape[0] = 6;
+    gate_up.bytes = gate_up.bytes / 8 * 6;
+    write_checkpoint(dir, tiny_moe(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()),
+                dir.path().string() + ": the checkpoint has 6 experts in tensor "
+                                      "'model.layers.0.mlp.experts.gate_up_proj' (shape [6,64,64]), "
+                                      "but config.json has num_experts = 8");
+  }
+}
+
+TEST_CASE("a layer storing its experts both fused and per expert is an error") {
+  TempDir dir;
+  std::vector<SafetensorsEntry> entries = entries_of(tiny_moe());
+  for (const SafetensorsEntry& e : per_expert_entries(tiny_moe()))
+    if (e.name.starts_with("model.layers.1.mlp.experts.")) entries.push_back(e);
+  write_checkpoint(dir, tiny_moe(), entries);
+  CHECK_ERROR(load_checkpoint(dir.path()),
+              dir.path().string() + ": layer 1 stores its experts both fused "
+                                    "('model.layers.1.mlp.experts.gate_up_proj') and per expert "
+                                    "('model.layers.1.mlp.experts.0.down_proj.weight')");
+}
+
+TEST_CASE("an expert tensor of the wrong shape is named with both shapes") {
+  TempDir dir;
+  SUBCASE("fused gate_up_proj [E, Im, H]") {
+    std::vector<SafetensorsEntry> entries = entries_of(tiny_moe());
+    SafetensorsEntry& gate_up = find(entries, "model.layers.0.mlp.experts.gate_up_proj");
+    gate_up.shape = {8, 32, 64};
+    gate_up.bytes /= 2;
+    write_checkpoint(dir, tiny_moe(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()), dir.path().string() +
+                                                 ": tensor 'model.layers.0.mlp.experts.gate_up_proj' has shape "
+                                                 "[8,32,64], expected [8,64,64]");
+  }
+  SUBCASE("a per-expert down_proj transposed") {
+    std::vector<SafetensorsEntry> entries = per_expert_entries(tiny_moe());
+    find(entries, "model.layers.0.mlp.experts.2.down_proj.weight").shape = {32, 64};
+    write_checkpoint(dir, tiny_moe(), entries);
+    CHECK_ERROR(load_checkpoint(dir.path()), dir.path().string() +
+                                                 ": tensor 'model.layers.0.mlp.experts.2.down_proj.weight' has shape "
+                                                 "[32,64], expected [64,32]");
   }
 }

@@ -355,6 +355,8 @@ TEST_CASE("config errors name the file and the field") {
   SUBCASE("MoE and GDN consistency") {
     CHECK_ERROR(parse_with(qwen3_30b_a3b(), "num_experts_per_tok", 129),
                 "num_experts_per_tok (129) must be between 1 and num_experts (128)");
+    CHECK_ERROR(parse_with(qwen3_30b_a3b(), "num_experts_per_tok", 0),
+                "num_experts_per_tok (0) must be between 1 and num_experts (128)");
     CHECK_ERROR(parse_with(qwen3_30b_a3b(), "mlp_only_layers", {48}),
                 "mlp_only_layers names layer 48");
     CHECK_ERROR(parse_with(qwen3_next_80b(), "linear_num_value_heads", 24),

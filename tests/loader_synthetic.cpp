@@ -32,7 +32,7 @@ std::vector<float> values(const ModelWeights& w, const std::string& name) {
 TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   std::vector<std::string> names;
   for (const SyntheticPreset& p : synthetic_presets()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b"});
+  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b", "tiny-moe", "qwen3-30b-a3b"});
 
   const ModelConfig& small = synthetic_config("qwen3-0.6b");
   CHECK(small.hidden == 1024);
@@ -51,9 +51,23 @@ TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   CHECK(big.intermediate == 12288);
   CHECK_FALSE(big.tie_word_embeddings);
   CHECK(synthetic_config("tiny").rotary_dim() == 16);
+  // Qwen3-30B-A3B (spec §9.2): 128 experts of 768 rows, 8 a token, renormalised.
+  const ModelConfig& moe = synthetic_config("qwen3-30b-a3b");
+  CHECK(moe.family == Family::Qwen3Moe);
+  CHECK(moe.hidden == 2048);
+  CHECK(moe.n_layers == 48);
+  CHECK(moe.n_heads == 32);
+  CHECK(moe.n_kv_heads == 4);
+  CHECK(moe.head_dim == 128);
+  CHECK(moe.num_experts == 128);
+  CHECK(moe.experts_per_tok == 8);
+  CHECK(moe.moe_intermediate == 768);
+  CHECK(moe.norm_topk_prob);
+  CHECK(moe.vocab == 151936);
+  CHECK_FALSE(moe.tie_word_embeddings);
 
   CHECK_ERROR(synthetic_config("huge"),
-              "unknown synthetic preset 'huge' (valid: tiny, tiny-tied, qwen3-0.6b, qwen3-8b)");
+              "unknown synthetic preset 'huge' (valid: tiny, tiny-tied, qwen3-0.6b, qwen3-8b, tiny-moe, qwen3-30b-a3b)");
   CHECK_ERROR(load_model("synthetic:huge"), "unknown synthetic preset 'huge'");
 }
 

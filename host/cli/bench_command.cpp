@@ -126,6 +126,7 @@ void bench(const BenchFlags& f) {
                         {"ceiling_gbs", ceiling.gbs},
                         {"ceiling", ceiling.what},
                         {"weight_bytes_per_token", weight_bytes},
+                        {"routed_weight_bytes_per_token", routed_weight_bytes_per_token(g)},
                         {"kv_bytes_per_position", kv_bytes},
                         {"tokens", f.tokens},
                         {"reps", f.reps},
@@ -159,6 +160,10 @@ void bench(const BenchFlags& f) {
   std::printf("ceiling: %.0f GB/s (%s, median)\n", ceiling.gbs, ceiling.what.c_str());
   std::printf("model: %s, weights read per token %.3f GB, KV %.1f KB per position\n", f.model.c_str(),
               weight_bytes / 1e9, kv_bytes / 1e3);
+  if (const uint64_t routed = out["routed_weight_bytes_per_token"].get<uint64_t>())
+    std::printf("of the weights, %.3f GB are the experts the routers choose: k distinct experts a layer every "
+                "step, so every step reads that many bytes of them, whichever experts they are\n",
+                routed / 1e9);
   std::printf("%8s  %-11s %10s %9s %9s %8s %9s %7s  %s\n", "position", "mode", "ms/token", "min", "max", "GB/s",
               "floor ms", "floor%", "tokens md5 (same across modes)");
   for (const auto& r : out["rows"])

@@ -52,7 +52,7 @@ uint64_t weight_bytes_per_token(const Graph& g) {
   std::set<uint32_t> seen, embed_tables;
   for_each_view_operand(g, [&](const SpTask& t, const OperandInfo& info, uint32_t v) {
     const SpView& view = g.views[v];
-    if (view.arena < SP_ARENA_WEIGHTS0) return;
+    if (view.arena < SP_ARENA_WEIGHTS0 || info.routed) return;  // routed: counted below
     if (t.op == SP_OP_EMBED && info.name == std::string_view("table")) embed_tables.insert(v);
     else if (seen.insert(v).second) add_view_bytes(view, read[view.arena]);
   });
@@ -60,6 +60,13 @@ uint64_t weight_bytes_per_token(const Graph& g) {
   for (auto& [arena, intervals] : read) total += union_bytes(std::move(intervals));
   for (uint32_t v : embed_tables)
     total += uint64_t(g.views[v].cols) * sp_dtype_bytes(g.views[v].dtype);
+  return total + routed_weight_bytes_per_token(g);
+}
+
+uint64_t routed_weight_bytes_per_token(const Graph& g) {
+  uint64_t total = 0;
+  for (const SpTask& t : g.tasks)
+    if (const OpDecl* d = op_decl(t.op); d && d->routed_weight_bytes) total += d->routed_weight_bytes(g, t);
   return total;
 }
 

@@ -8,8 +8,13 @@
 namespace spindle::cli {
 
 // Bytes of weights one step reads: everything in a weight arena that some task's operand
-// covers, counted once, except the embedding table, of which a step reads one row.
+// covers, counted once, except the embedding table, of which a step reads one row, and the
+// experts' fused weights, of which a step reads the k experts the router chooses in each MoE
+// layer (k distinct experts: the same bytes whichever they are).
 uint64_t weight_bytes_per_token(const Graph& g);
+
+// Of those, the routed experts' bytes: what the chosen experts' rows take.
+uint64_t routed_weight_bytes_per_token(const Graph& g);
 
 // Bytes the K and V caches gain per position.
 uint64_t kv_bytes_per_position(const Graph& g);

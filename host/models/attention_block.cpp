@@ -64,7 +64,7 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
   const ModelConfig& c = e_.weights().config;
   const BuildOptions& opt = e_.options();
   const uint32_t H = c.hidden, Hq = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  const std::string tag = "L" + std::to_string(l) + ".";
+  const std::string tag = layer_tag(l);
   const uint32_t h = v_.hidden;
   const uint32_t in_norm = e_.weight(layer(l, kInputNorm), {H});
   const uint32_t wq = e_.weight(layer(l, kQProj), {q_rows_, H});

@@ -37,7 +37,7 @@ void DenseMlp::tensors(const ModelConfig& c, uint32_t l, std::vector<TensorSpec>
 Stage DenseMlp::emit(uint32_t l, const Stage& prev) {
   using namespace names;
   const uint32_t H = e_.weights().config.hidden, h = v_.hidden;
-  const std::string tag = "L" + std::to_string(l) + ".";
+  const std::string tag = layer_tag(l);
   const uint32_t post_norm = e_.weight(layer(l, kPostNorm), {H});
   const uint32_t wg = e_.weight(layer(l, kMlpGate), {I_, H});
   const uint32_t wu = e_.weight(layer(l, kMlpUp), {I_, H});

@@ -32,7 +32,7 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   using namespace names;
   const ModelConfig& c = e_.weights().config;
   const uint32_t H = c.hidden, E = c.num_experts, k = c.experts_per_tok, Im = c.moe_intermediate, h = v_.hidden;
-  const std::string tag = "L" + std::to_string(l) + ".";
+  const std::string tag = layer_tag(l);
   const uint32_t post_norm = e_.weight(layer(l, kPostNorm), {H});
   const uint32_t router = e_.weight(layer(l, kRouter), {E, H});
   const uint32_t gate_up = e_.weight(layer(l, kExpertsGateUp), {E, 2 * uint64_t(Im), H});

@@ -13,7 +13,12 @@ inline constexpr const char* kLmHead = "lm_head.weight";
 
 // Layer l's tensor `suffix` ("model.layers.{l}.{suffix}").
 inline std::string layer(uint32_t l, const char* suffix) {
-  return "model.layers." + std::to_string(l) + "." + suffix;
+  // Appended, not "…" + std::string: GCC 12 warns falsely (-Wrestrict) on the latter inlined.
+  std::string name = "model.layers.";
+  name += std::to_string(l);
+  name += '.';
+  name += suffix;
+  return name;
 }
 
 inline constexpr const char* kInputNorm = "input_layernorm.weight";
@@ -37,7 +42,12 @@ inline constexpr const char* kExpertsDown = "mlp.experts.down_proj";
 // The per-expert form on disk (fused by the loader): "mlp.experts.{e}.{proj}.weight", proj one
 // of gate_proj, up_proj, down_proj.
 inline std::string expert(uint32_t l, uint32_t e, const char* proj) {
-  return layer(l, "mlp.experts.") + std::to_string(e) + "." + proj + ".weight";
+  std::string name = layer(l, "mlp.experts.");
+  name += std::to_string(e);
+  name += '.';
+  name += proj;
+  name += ".weight";
+  return name;
 }
 
 }  // namespace spindle::names
