@@ -95,6 +95,7 @@ constexpr FieldLimit kFieldLimits[] = {
     {"vocab_size", &ModelConfig::vocab, kMaxVocab},
     {"max_position_embeddings", &ModelConfig::max_position, kMaxPositions},
     {"num_experts", &ModelConfig::num_experts, kMaxExperts},
+    {"num_local_experts", nullptr, kMaxExperts},
     {"num_experts_per_tok", &ModelConfig::experts_per_tok, kMaxExperts},
     {"moe_intermediate_size", &ModelConfig::moe_intermediate, kMaxIntermediate},
     {"shared_expert_intermediate_size", &ModelConfig::shared_intermediate, kMaxIntermediate},
@@ -303,7 +304,13 @@ ModelConfig parse_text_config(const json& j, const std::string& model_type,
   c.layer_types = parse_layer_types(f, c);
 
   if (is_moe(c.family)) {
-    c.num_experts = f.u32("num_experts");
+    // transformers 5 writes the expert count of a Qwen3MoeConfig as num_local_experts (its
+    // attribute map), the released checkpoints as num_experts: either, and the same when both.
+    const bool local = f.find("num_local_experts") != nullptr;
+    c.num_experts = local && !f.find("num_experts") ? f.u32("num_local_experts") : f.u32("num_experts");
+    if (local && f.u32("num_local_experts") != c.num_experts)
+      f.fail("num_local_experts", "= " + std::to_string(f.u32("num_local_experts")) + " differs from num_experts = " +
+                                      std::to_string(c.num_experts));
     c.experts_per_tok = f.u32("num_experts_per_tok");
     c.moe_intermediate = f.u32("moe_intermediate_size");
     if (has_shared_expert(c.family)) c.shared_intermediate = f.u32("shared_expert_intermediate_size");

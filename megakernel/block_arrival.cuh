@@ -8,15 +8,16 @@
 
 namespace spindle::cuda {
 
-// Every thread: counts the block's tile in on `word` after every thread's writes (thread 0's
-// device-scope acquire-release add, the threadFenceReduction pattern); true, in every thread,
-// for the step's last of `tiles` tiles, which resets the word and sees every other tile's writes.
-__device__ __forceinline__ bool block_arrived_last(uint32_t& word, uint32_t tiles) {
+// Every thread: counts the block's `mine` tiles in on `word` after every thread's writes (thread
+// 0's device-scope acquire-release add, the threadFenceReduction pattern); true, in every thread,
+// for the block that brings it to the step's `tiles`, which resets the word and sees every other
+// tile's writes.
+__device__ __forceinline__ bool block_arrived_last(uint32_t& word, uint32_t tiles, uint32_t mine = 1u) {
   __shared__ uint32_t s_last;
   __syncthreads();
   if (threadIdx.x == 0) {
     DeviceAtomic count(word);
-    s_last = count.fetch_add(1u, kAcqRel) + 1u == tiles;
+    s_last = count.fetch_add(mine, kAcqRel) + mine == tiles;
     if (s_last) count.store(0u, kRelaxed);
   }
   __syncthreads();

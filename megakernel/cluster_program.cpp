@@ -114,6 +114,10 @@ Found find_tasks(const Graph& g) {
 
 std::string check(const Graph& g, const Found& f) {
   const SpGraphParams& p = g.params;
+  // Before any other reason: no option builds an MoE graph the program could run.
+  for (const SpTask& t : g.tasks)
+    if (t.op == SP_OP_ROUTER || t.op == SP_OP_EXPERT_GATE_UP || t.op == SP_OP_EXPERT_DOWN)
+      return "a " + std::string(sp_opcode_name(t.op)) + " task: the program runs no MoE layers";
   const uint32_t group = p.n_kv_heads ? p.n_heads / p.n_kv_heads : 0;
   if (p.n_layers == 0 || group == 0 || p.head_dim == 0 || p.hidden == 0 || p.hidden * 2ull > kRingChunkBytes)
     return "no layers, heads or head dims, or a hidden size of " + std::to_string(p.hidden) +

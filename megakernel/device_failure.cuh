@@ -35,9 +35,10 @@ __device__ inline void report_failure(RunControl* control, const DeviceFailure& 
 }
 
 // A tile's operand is out of range: thread 0 records it; the caller skips the tile's writes.
-__device__ inline void fail_task(const TaskSite& site, DeviceFailureKind kind, uint32_t value, uint32_t limit) {
-  if (threadIdx.x == 0)
-    report_failure(site.control, {uint32_t(kind), site.task, site.step, SP_NO_COUNTER, value, limit});
+// `where` goes in the record's counter word (DeviceFailureKind says when one is).
+__device__ inline void fail_task(const TaskSite& site, DeviceFailureKind kind, uint32_t value, uint32_t limit,
+                                 uint32_t where = SP_NO_COUNTER) {
+  if (threadIdx.x == 0) report_failure(site.control, {uint32_t(kind), site.task, site.step, where, value, limit});
 }
 
 __device__ inline bool run_aborted(RunControl* control) {

@@ -56,11 +56,12 @@ DeviceModel::DeviceModel(const Graph& g, const ModelWeights& w) {
   params_ = upload(&g.params, 1, "the graph params");
   views_ = upload(g.views.data(), g.views.size(), "the view table");
   bases_ = upload(bases.data(), bases.size(), "the arena table");
+  op_params_ = upload(g.op_params.data(), g.op_params.size(), "the op parameter records");
 }
 
 TileContext DeviceModel::context() const {
   return TileContext{params_.as<const SpGraphParams>(), views_.as<const SpView>(), bases_.as<uint8_t* const>(),
-                     arenas_[SP_ARENA_STATE].as<SpStepState>()};
+                     arenas_[SP_ARENA_STATE].as<SpStepState>(), op_params_.as<const SpOpParams>()};
 }
 
 }  // namespace spindle::cuda

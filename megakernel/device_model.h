@@ -1,5 +1,6 @@
 // The graph's memory on the device: every arena (STATE, WORK, KV, CONST, the weights), the
-// params, the view table and the table of arena bases the tiles index, bound as a TileContext.
+// params, the view table, the table of arena bases the tiles index and the op parameter
+// records, bound as a TileContext.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -35,7 +36,7 @@ class DeviceModel {
 
  private:
   std::vector<DeviceBuffer> arenas_;  // by SpArena / weight arena id
-  DeviceBuffer params_, views_, bases_;
+  DeviceBuffer params_, views_, bases_, op_params_;
 };
 
 }  // namespace spindle::cuda

@@ -20,6 +20,7 @@ enum DeviceFailureKind : uint32_t {
   kFailPositionRange = 3,  // value: the position, target: the KV capacity
   kFailStepRange = 4,      // value: the step, target: the out-token slots
   kFailGangWatchdog = 5,   // counter: the waiting member's rank; value, target: its gang's barrier
+  kFailExpertRange = 6,    // counter: the routing slot; value: its expert, target: the experts
 };
 
 // How a block waits for a counter (megakernel/counter_wait.cuh).

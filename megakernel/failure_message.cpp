@@ -30,6 +30,9 @@ std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t wat
       return "cuda executor: " + task + ": position " + value + " is past the KV capacity of " + target;
     case kFailStepRange:
       return "cuda executor: " + task + ": step " + value + " is past the " + target + " out-token slots";
+    case kFailExpertRange:
+      return "cuda executor: " + task + ": routing slot " + std::to_string(f.counter) + " names expert " + value +
+             ", not one of the " + target + " (does a router write the routing?)";
   }
   return "cuda executor: " + task + ": unknown device failure " + std::to_string(f.kind);
 }

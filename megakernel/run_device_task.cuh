@@ -8,6 +8,7 @@
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_embed.cuh"
 #include "megakernel/tile_mlp.cuh"
+#include "megakernel/tile_moe.cuh"
 #include "megakernel/tile_projection.cuh"
 #include "megakernel/tile_sample.cuh"
 
@@ -21,7 +22,7 @@ namespace spindle::cuda {
 enum class TileBuild { kPlain, kTwoHop, kPerOp };
 
 // The build's flag in tasks/opcodes.h SP_OPS: an op has a tile in the build when its entry says so.
-constexpr uint32_t build_flag(TileBuild b) {
+__host__ __device__ constexpr uint32_t build_flag(TileBuild b) {
   return b == TileBuild::kPlain ? SP_ON_CUDA_PLAIN : b == TileBuild::kTwoHop ? SP_ON_CUDA_TWO_HOP : SP_ON_CUDA_PER_OP;
 }
 
@@ -45,6 +46,17 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       return;
     case SP_OP_GEMV_PIECE:
       if constexpr ((sp_op_executors(SP_OP_GEMV_PIECE) & build_flag(kBuild)) != 0) return run_gemv_piece(t, c, smem);
+      return;
+    case SP_OP_ROUTER:
+      if constexpr ((sp_op_executors(SP_OP_ROUTER) & build_flag(kBuild)) != 0) return run_router(t, c, smem);
+      return;
+    case SP_OP_EXPERT_GATE_UP:
+      if constexpr ((sp_op_executors(SP_OP_EXPERT_GATE_UP) & build_flag(kBuild)) != 0)
+        return run_expert_gate_up(t, c, smem, site);
+      return;
+    case SP_OP_EXPERT_DOWN:
+      if constexpr ((sp_op_executors(SP_OP_EXPERT_DOWN) & build_flag(kBuild)) != 0)
+        return run_expert_down(t, c, smem, site);
   }
 }
 

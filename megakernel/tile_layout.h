@@ -38,6 +38,14 @@ SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offse
 // MLP: the normalised hidden state as a projection's input, then a member's activations (P bf16).
 SP_HDI uint32_t mlp_act_offset(uint32_t H) { return projection_smem_bytes(H); }
 SP_HDI uint32_t mlp_smem_bytes(uint32_t H, uint32_t piece) { return mlp_act_offset(H) + align16(piece * 2u); }
+// ROUTER: a projection's input, then the E logits (f32) its last block routes from.
+SP_HDI uint32_t router_logits_offset(uint32_t K) { return projection_smem_bytes(K); }
+SP_HDI uint64_t router_smem_bytes(uint32_t K, uint32_t experts) { return router_logits_offset(K) + align16(experts * 4u); }
+// EXPERT_DOWN: the k slots' activations (bf16), each row from a 16-byte boundary.
+SP_HDI uint32_t expert_act_stride(uint32_t Im) { return align16(Im * 2u) / 2u; }
+SP_HDI uint64_t expert_down_smem_bytes(uint32_t slots, uint32_t Im) {
+  return kTileScratchBytes + uint64_t(slots) * expert_act_stride(Im) * 2u;
+}
 // The persistent kernel's copy of a projection task's weight rows (GATE_UP: the gate rows, then
 // the up rows), after the input, from a 128-byte boundary.
 SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_bytes(K) + 127u) & ~127u; }

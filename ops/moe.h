@@ -30,34 +30,29 @@ SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
 
 // The top k of E logits (their order is the softmax's, so the probabilities' top k), their
 // weights softmax(logits)[e] in Acc over all E (max first, the sum in expert order), divided by
-// the k weights' sum (in choice order) when `normalise`, rounded to bf16; the k slots written
-// to `out` in expert order, the order the experts' outputs are summed in.
+// the k weights' sum (in choice order) when `normalise`, rounded to bf16: the k slots written
+// to `out` in choice order (HF's torch.topk order), the order the experts' outputs are summed
+// in. No scratch but `out` (it holds the choice until the weights are known), so one thread of
+// a device tile runs it too: routes_before is a strict total order, so the s-th choice is the
+// best expert after the (s-1)-th.
 template <class Acc>
-void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
-  std::vector<uint32_t> chosen;
-  std::vector<bool> taken(E, false);
+SP_HDI void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
   for (uint32_t s = 0; s < k; ++s) {
     uint32_t best = E;
     for (uint32_t e = 0; e < E; ++e)
-      if (!taken[e] && (best == E || routes_before(logits[e], e, logits[best], best))) best = e;
-    taken[best] = true;
-    chosen.push_back(best);
+      if ((s == 0 || routes_before(logits[out[s - 1].expert], out[s - 1].expert, logits[e], e)) &&
+          (best == E || routes_before(logits[e], e, logits[best], best)))
+        best = e;
+    out[s].expert = best;
   }
-  Acc top = Acc(logits[chosen[0]]);
+  const Acc top = Acc(logits[out[0].expert]);
   Acc sum = 0;
   for (uint32_t e = 0; e < E; ++e) sum = sum + pm_exp(Acc(logits[e]) - top);
-  std::vector<Acc> p(k);
   Acc chosen_sum = 0;
+  for (uint32_t s = 0; s < k; ++s) chosen_sum = chosen_sum + pm_exp(Acc(logits[out[s].expert]) - top) / sum;
   for (uint32_t s = 0; s < k; ++s) {
-    p[s] = pm_exp(Acc(logits[chosen[s]]) - top) / sum;
-    chosen_sum = chosen_sum + p[s];
-  }
-  uint32_t s = 0;
-  for (uint32_t e = 0; e < E; ++e) {
-    if (!taken[e]) continue;
-    uint32_t c = 0;
-    while (chosen[c] != e) ++c;
-    out[s++] = {e, bf16_to_f32(to_bf16(normalise ? p[c] / chosen_sum : p[c]))};
+    const Acc p = pm_exp(Acc(logits[out[s].expert]) - top) / sum;
+    out[s].weight = bf16_to_f32(to_bf16(normalise ? p / chosen_sum : p));
   }
 }
 
@@ -98,8 +93,9 @@ void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const
 
 // Rows [r0, r1) of the routed experts' down projections, summed into the residual: for each
 // row r, y_s = r(Ŵd_e,r · act_s) for each slot s (expert e's row r is row e·H + r of Wd),
-// m = the sum over the slots in order of r(w_s · y_s), each add rounded to bf16 from +0, and
-// hidden[r] = r(hidden[r] + m).
+// m = the Acc sum from 0 over the slots in order of r(w_s · y_s), and
+// hidden[r] = r(hidden[r] + r(m)): HF's experts (grouped_mm), whose bf16 sum over the top k
+// accumulates in fp32 in slot order and rounds once.
 template <class Acc>
 void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im, const bf16* act,
                       size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
@@ -110,9 +106,9 @@ void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im
     Acc m = 0;
     for (uint32_t s = 0; s < k; ++s) {
       const Acc y = rounded(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a[s].data(), Im));
-      m = rounded(m + rounded(Acc(slots[s].weight) * y));
+      m = m + rounded(Acc(slots[s].weight) * y);
     }
-    hidden[r] = to_bf16(widen<Acc>(hidden[r]) + m);
+    hidden[r] = to_bf16(widen<Acc>(hidden[r]) + rounded(m));
   }
 }
 

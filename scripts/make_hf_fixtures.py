@@ -4,7 +4,9 @@ compare against (see DESIGN.md, "Correctness gates": HF is the external arbiter 
 
 For every fixture NAME this writes OUT/NAME/:
   config.json, generation_config.json, model.safetensors
-        model.save_pretrained(safe_serialization=True), weights in bfloat16.
+        model.save_pretrained(safe_serialization=True), weights in bfloat16. A fixture may pass
+        extra save_pretrained keywords (FIXTURES options), e.g. save_original_format=False to
+        store MoE experts in transformers' fused in-memory layout instead of per-expert tensors.
   logits.safetensors
         one fp32 tensor `logits` [len(ids), vocab]; row t = HF's next-token logits after
         ids[0..t], from ONE teacher-forced forward pass of the bf16 model over all of `ids`.
@@ -14,7 +16,10 @@ For every fixture NAME this writes OUT/NAME/:
         (logit[top1] - logit[top2] at each generated step), versions, attn_implementation, dtype.
   meta.json
         everything else: the full `ids`, family, classes, seeds, init scheme, logit std,
-        device, versions.
+        device, versions; for MoE families also the experts implementation transformers ran
+        (config._experts_implementation), the on-disk experts layout, which experts the router
+        chose in each layer over the teacher-forced `ids`, and the smallest router-logit gap
+        between the k-th and (k+1)-th expert (see MIN_ROUTER_GAP).
 
 Usage:
   python3 -m venv build-fixtures-venv
@@ -24,9 +29,11 @@ Usage:
 The checked-in fixtures were made with --device cpu --threads 1 (the defaults); another device
 or thread count may round differently. --search writes nothing and lists candidate seeds.
 
-Adding a family (qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe) = one entry in FAMILIES plus one
-or more entries in FIXTURES. The script is deterministic: every random draw comes from a
-torch.Generator seeded per fixture.
+Adding a family (qwen3_next, qwen3_5, qwen3_5_moe; qwen3 and qwen3_moe are done) = one entry
+in FAMILIES plus one or more entries in FIXTURES. For an MoE family the seed must also give,
+in every MoE layer, more than top-k distinct experts over the teacher-forced ids and a router
+gap >= MIN_ROUTER_GAP (--search marks such seeds; the build fails otherwise). The script is
+deterministic: every random draw comes from a torch.Generator seeded per fixture.
 """
 
 import argparse
@@ -80,11 +87,18 @@ FAMILIES = {
         norm_center=1.0,
         plain_norm_patterns=[],
     ),
+    # intermediate_size (TINY's) is used by HF only for dense layers; with decoder_sparse_step=1
+    # and mlp_only_layers=[] every layer is an MoE block. The router `mlp.gate.weight` [E, H] and
+    # the experts get the generic N(0, 1/sqrt(fan_in)) init.
+    "qwen3_moe": dict(
+        config_class="Qwen3MoeConfig",
+        model_class="Qwen3MoeForCausalLM",
+        config_kwargs=dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                           norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
+        norm_center=1.0,
+        plain_norm_patterns=[],
+    ),
     # Future entries, for example (sizes to be checked against the spec, section 9):
-    # "qwen3_moe": dict(config_class="Qwen3MoeConfig", model_class="Qwen3MoeForCausalLM",
-    #     config_kwargs=dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
-    #                        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
-    #     norm_center=1.0, plain_norm_patterns=[]),
     # "qwen3_next": dict(config_class="Qwen3NextConfig", model_class="Qwen3NextForCausalLM",
     #     config_kwargs=dict(num_hidden_layers=4, ...linear_* sizes..., partial_rotary_factor=0.25),
     #     norm_center=0.0, plain_norm_patterns=[r"linear_attn\.norm\.weight$"]),
@@ -93,12 +107,28 @@ FAMILIES = {
     # decide which layout the fixture should have when adding them.
 }
 
-# fixture name -> (family, config overrides, seed). The seed draws the weights and the ids; it
-# was chosen with --search so that every greedy step has a top-1 margin >= MIN_MARGIN (with
-# --device cpu --threads 1). A tied random model tends to repeat tokens; that is expected.
+# fixture name -> (family, config overrides, seed[, options]). The seed draws the weights and the
+# ids; it was chosen with --search so that every greedy step has a top-1 margin >= MIN_MARGIN
+# (with --device cpu --threads 1), and for MoE the routing conditions (MIN_ROUTER_GAP). A tied
+# random model tends to repeat tokens; that is expected.
+# options (optional dict):
+#   save_kwargs: extra model.save_pretrained keywords.
+#   experts_layout: the MoE experts layout the saved model.safetensors must have (checked):
+#       "per_expert": model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight, what
+#           transformers 5.x save_pretrained writes by default for a model built from a config
+#           (save_original_format=True reverts its fused in-memory tensors to the original
+#           checkpoint format; a model loaded from a fused checkpoint is re-saved fused);
+#       "fused": model.layers.{i}.mlp.experts.gate_up_proj [E, 2*I, H] (gate rows, then up
+#           rows) and model.layers.{i}.mlp.experts.down_proj [E, H, I], no ".weight" suffix;
+#           transformers' in-memory layout, written with save_original_format=False.
 FIXTURES = {
     "qwen3-tiny": ("qwen3", dict(tie_word_embeddings=False), 1080),
     "qwen3-tiny-tied": ("qwen3", dict(tie_word_embeddings=True), 1389),
+    "qwen3-moe-tiny": ("qwen3_moe", dict(tie_word_embeddings=False), 1503,
+                       dict(experts_layout="per_expert")),
+    "qwen3-moe-tiny-fused": ("qwen3_moe", dict(tie_word_embeddings=True), 7926,
+                             dict(experts_layout="fused",
+                                  save_kwargs=dict(save_original_format=False))),
 }
 
 ATTN_IMPLEMENTATION = "sdpa"  # HF's default; recorded in the fixture.
@@ -117,6 +147,15 @@ LOGIT_STD_TARGET = 0.3        # lm_head (or tied embedding) is rescaled towards 
 LOGIT_STD_RANGE = (0.24, 0.36)
 MIN_MARGIN = 0.02             # wanted min greedy top-1 margin, twice what HF's own decode and teacher-forced
                               # paths differ by (up to ~0.01 at this scale); seeds chosen with --search
+# MoE routing is discontinuous: when the k-th and (k+1)-th router logits (bf16) are within
+# rounding noise, a different but correct implementation may pick another expert and move the
+# logits by their own scale (HF's own cached decode vs teacher-forced router logits differ by up
+# to ~0.02, about one bf16 ulp of the logit). MoE seeds need, in every MoE layer and at every
+# position of the teacher-forced ids and of prompt + greedy tokens, a k-th vs (k+1)-th router
+# logit gap >= this. (Scaling the router weights does not help: the noise scales with them.
+# With 8 experts, top-2, ~44 positions x 2 layers: about 1 seed in 40 reaches 0.02, 1 in 140
+# reaches 0.03; with the greedy margin too, about 1 in 700 qualifies.)
+MIN_ROUTER_GAP = 0.02
 
 # ---------------------------------------------------------------------------------------------
 # transformers 4.x / 5.x compatibility
@@ -239,6 +278,12 @@ def calibrate(model_fp32, ids, device):
 # ---------------------------------------------------------------------------------------------
 
 
+def fixture_spec(name):
+    """(family, config overrides, seed, options) of fixture `name`."""
+    spec = FIXTURES[name]
+    return (*spec, {}) if len(spec) == 3 else spec
+
+
 def make_ids(vocab, seed):
     g = torch.Generator().manual_seed(IDS_SEED + seed)
     return torch.randint(0, vocab, (NUM_IDS,), generator=g).tolist()
@@ -246,7 +291,7 @@ def make_ids(vocab, seed):
 
 def build_master(name, seed, device):
     """fp32 master model of fixture `name` with weights from `seed`, calibrated; and its ids."""
-    family, overrides, _ = FIXTURES[name]
+    family, overrides, _, _ = fixture_spec(name)
     fam = FAMILIES[family]
     torch.manual_seed(seed)  # for any parameter init_weights leaves to the model
     gen = torch.Generator().manual_seed(seed)
@@ -278,6 +323,57 @@ def greedy(model, prompt_ids, device):
     return tokens, margins, step_logits
 
 
+@torch.no_grad()
+def routing(model, ids, device):
+    """For MoE models, over one teacher-forced pass of `ids`: ({layer: sorted distinct expert ids
+    the router picked}, top_k, {layer: min over positions of the k-th minus the (k+1)-th router
+    logit}); ({}, None, {}) for dense models."""
+    out_by_layer, hooks, top_k = {}, [], None
+    for name, mod in model.named_modules():
+        m = re.search(r"layers\.(\d+)\.mlp\.gate$", name)
+        if m and hasattr(mod, "top_k") and hasattr(mod, "num_experts"):
+            top_k = mod.top_k
+            layer = int(m.group(1))
+            # router forward returns (router_logits, router_scores, router_indices)
+            hooks.append(mod.register_forward_hook(
+                lambda _m, _i, out, layer=layer: out_by_layer.__setitem__(layer, out)))
+    if hooks:
+        teacher_forced_logits(model, ids, device)
+        for h in hooks:
+            h.remove()
+    used, gaps = {}, {}
+    for l in sorted(out_by_layer):
+        logits, _, indices = out_by_layer[l]
+        used[l] = sorted(set(indices.flatten().tolist()))
+        top = logits.float().topk(top_k + 1, dim=-1).values
+        gaps[l] = (top[:, top_k - 1] - top[:, top_k]).min().item()
+    return used, top_k, gaps
+
+
+def routing_summary(model, ids, prompt_and_tokens, device):
+    """routing() over the teacher-forced ids (experts used, gaps) and over prompt + greedy
+    tokens (gaps); the min gap of both. None for dense models."""
+    used, top_k, gaps = routing(model, ids, device)
+    if top_k is None:
+        return None
+    _, _, gaps_greedy = routing(model, prompt_and_tokens, device)
+    return dict(top_k=top_k, used=used, gaps_ids=gaps, gaps_greedy=gaps_greedy,
+                min_gap=min(list(gaps.values()) + list(gaps_greedy.values())))
+
+
+def routing_ok(rt):
+    return rt is None or (all(len(e) > rt["top_k"] for e in rt["used"].values())
+                          and rt["min_gap"] >= MIN_ROUTER_GAP)
+
+
+def experts_layout(tensor_names):
+    """On-disk MoE experts layout of a checkpoint: "per_expert", "fused", or None (dense)."""
+    per = any(re.search(r"\.mlp\.experts\.\d+\.", n) for n in tensor_names)
+    fused = any(re.search(r"\.mlp\.experts\.(gate_up_proj|down_proj)$", n) for n in tensor_names)
+    assert not (per and fused), "mixed experts layouts"
+    return "per_expert" if per else "fused" if fused else None
+
+
 def reference_outputs(model, ids, device):
     """What the fixture stores, computed with `model` (a bf16 model)."""
     prompt = ids[:NUM_PROMPT]
@@ -300,17 +396,21 @@ def load_fixture_model(d, family, device):
 
 
 def build_fixture(name, out_root, device, verify):
-    family, _, seed = FIXTURES[name]
+    family, _, seed, options = fixture_spec(name)
     fam = FAMILIES[family]
     model, ids, scale = build_master(name, seed, device)
     model_bf16 = to_bf16_copy(model)
 
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
-    model_bf16.save_pretrained(d, safe_serialization=True)
+    model_bf16.save_pretrained(d, safe_serialization=True, **options.get("save_kwargs", {}))
+    layout = experts_layout(load_file(os.path.join(d, "model.safetensors")).keys())
+    assert layout == options.get("experts_layout"), (layout, options)
 
     # The reference outputs come from the checkpoint as transformers loads it.
-    ref = reference_outputs(load_fixture_model(d, family, device), ids, device)
+    loaded = load_fixture_model(d, family, device)
+    ref = reference_outputs(loaded, ids, device)
+    rt = routing_summary(loaded, ids, ref["prompt"] + ref["tokens"], device)
     logits, tokens, margins = ref["logits"], ref["tokens"], ref["margins"]
     logit_std = logits.std().item()
     save_file({"logits": logits.contiguous()}, os.path.join(d, "logits.safetensors"))
@@ -324,6 +424,22 @@ def build_fixture(name, out_root, device, verify):
         json.dump(greedy_doc, f, indent=1)
         f.write("\n")
 
+    moe = {}
+    if rt is not None:
+        moe = dict(
+            experts_implementation=loaded.config._experts_implementation,
+            experts_layout=layout,
+            save_pretrained_kwargs=options.get("save_kwargs", {}),
+            experts_used={f"layer{l}": e for l, e in rt["used"].items()},
+            experts_used_note="distinct experts the router picked in each layer over one "
+                              "teacher-forced pass of ids (num_experts_per_tok = "
+                              f"{rt['top_k']} per token)",
+            router_min_gap=dict(
+                ids={f"layer{l}": g for l, g in rt["gaps_ids"].items()},
+                greedy={f"layer{l}": g for l, g in rt["gaps_greedy"].items()},
+                note="min over positions of the k-th minus the (k+1)-th (bf16) router logit, "
+                     "teacher-forced over ids, and over prompt_ids + greedy tokens"),
+        )
     meta = dict(
         name=name, family=family, config_class=fam["config_class"],
         model_class=fam["model_class"], seed=seed, ids_seed=IDS_SEED + seed, ids=ids,
@@ -337,7 +453,7 @@ def build_fixture(name, out_root, device, verify):
         logit_std=round(logit_std, 6), min_top1_margin=round(min(margins), 6),
         hf_decode_vs_teacher_forced_max_abs_diff=ref["decode_vs_tf"],
         device=str(device), torch_num_threads=torch.get_num_threads(), **versions,
-        attn_implementation=ATTN_IMPLEMENTATION, dtype="bfloat16",
+        attn_implementation=ATTN_IMPLEMENTATION, dtype="bfloat16", **moe,
         python_version=sys.version.split()[0],
     )
     with open(os.path.join(d, "meta.json"), "w") as f:
@@ -346,7 +462,8 @@ def build_fixture(name, out_root, device, verify):
 
     result = dict(name=name, dir=d, logit_std=logit_std, logit_absmax=logits.abs().max().item(),
                   prompt=ref["prompt"], tokens=tokens, min_margin=min(margins),
-                  decode_vs_tf=ref["decode_vs_tf"], scale=scale)
+                  decode_vs_tf=ref["decode_vs_tf"], scale=scale, layout=layout, routing=rt,
+                  experts_impl=moe.get("experts_implementation"))
     if verify:
         result.update(verify_fixture(d, family, device, model_bf16.to(device)))
     result["files"] = {fn: os.path.getsize(os.path.join(d, fn)) for fn in sorted(os.listdir(d))}
@@ -375,13 +492,19 @@ def verify_fixture(d, family, device, model_in_memory):
 
 def search(name, start, count, device):
     """Print, for seeds start..start+count-1, what fixture `name` would look like."""
-    print(f"{name}: seed  min_top1_margin  distinct_greedy_tokens  logit_std  tokens")
+    print(f"{name}: seed  min_top1_margin  distinct_greedy_tokens  logit_std  tokens"
+          "  [MoE: distinct experts per layer, min router gap]")
     for seed in range(start, start + count):
         model, ids, _ = build_master(name, seed, device)
-        r = reference_outputs(to_bf16_copy(model).to(device), ids, device)
-        flag = "  *" if min(r["margins"]) >= MIN_MARGIN else ""
+        m = to_bf16_copy(model).to(device)
+        r = reference_outputs(m, ids, device)
+        rt = routing_summary(m, ids, r["prompt"] + r["tokens"], device)
+        ok = min(r["margins"]) >= MIN_MARGIN and routing_ok(rt)
+        flag = "  *" if ok else ""
+        experts = (f" {[len(e) for e in rt['used'].values()]} {rt['min_gap']:.4f}"
+                   if rt is not None else "")
         print(f"{name}: {seed} {min(r['margins']):.4f} {len(set(r['tokens']))} "
-              f"{r['logits'].std().item():.3f} {r['tokens']}{flag}", flush=True)
+              f"{r['logits'].std().item():.3f} {r['tokens']}{experts}{flag}", flush=True)
 
 
 def main():
@@ -428,6 +551,16 @@ def main():
         print(f"   min top-1 margin {r['min_margin']:.4f}"
               f"{f'  <-- below {MIN_MARGIN}: choose another seed (--search)' if bad_margin else ''}"
               f"   HF decode vs teacher-forced max|diff| {r['decode_vs_tf']:.4g}")
+        rt = r["routing"]
+        if rt is not None:
+            print(f"   experts: implementation {r['experts_impl']}, on-disk layout {r['layout']}, "
+                  f"distinct experts per layer (top_k {rt['top_k']}) "
+                  + ", ".join(f"{l}: {len(e)} {e}" for l, e in rt["used"].items())
+                  + f"; min router gap {rt['min_gap']:.4f}"
+                  + ("" if routing_ok(rt) else
+                     f"  <-- a layer uses <= top_k experts or router gap < {MIN_ROUTER_GAP}: "
+                     "choose another seed (--search)"))
+            failed |= not routing_ok(rt)
         if "verify_ok" in r:
             print(f"   reload check: {'OK' if r['verify_ok'] else 'FAILED'}  "
                   + "  ".join(f"{k}: logits max|diff| {d}, greedy equal {e}"

@@ -14,6 +14,7 @@
 #define SP_ON_VULKAN 16u         // the compute shader (shaders/op_*.glsl)
 #define SP_ON_ALL 31u
 #define SP_ON_TWO_HOP_OPS (SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP | SP_ON_VULKAN)
+#define SP_ON_CPU_CUDA (SP_ON_CPU | SP_ON_CUDA_PLAIN | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)
 
 // X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
 // errors, and the suffix of its tile functions (run_<name>, and cost_<name> in GLSL).
@@ -25,9 +26,9 @@
   X(SAMPLE, sample, 5, SP_ON_ALL)                          \
   X(MLP, mlp, 6, SP_ON_TWO_HOP_OPS)                        \
   X(GEMV_PIECE, gemv_piece, 7, SP_ON_TWO_HOP_OPS)          \
-  X(ROUTER, router, 8, SP_ON_CPU)                          \
-  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_CPU)          \
-  X(EXPERT_DOWN, expert_down, 10, SP_ON_CPU)
+  X(ROUTER, router, 8, SP_ON_CPU_CUDA)                     \
+  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_CPU_CUDA)     \
+  X(EXPERT_DOWN, expert_down, 10, SP_ON_CPU_CUDA)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -93,7 +94,7 @@ enum SpOpcode : uint32_t {
   // logits r(W[e]·normed(x)) as f32; the one whose tiles bring the arrivals word to E (it resets
   // it to 0) takes the softmax over all E in f32, the top k (the larger probability first, the
   // lower expert on a tie), renormalises them when the params say so, and writes the k slots
-  // sorted by expert id, each {expert, its weight rounded to bf16, as f32 bits} (ops/moe.h).
+  // in that order, each {expert, its weight rounded to bf16, as f32 bits} (ops/moe.h).
   //   0 W [E,H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 logits [E] f32
   //   4 routing [2k] u32, written   5 arrivals [1] u32, zero between steps   6 params (SpMoeParams)
   SP_OP_ROUTER = 8,
@@ -106,7 +107,7 @@ enum SpOpcode : uint32_t {
   SP_OP_EXPERT_GATE_UP = 9,
   // The down rows of the routed experts and their weighted sum into the residual: for each row
   // r, y_s = r(Wd_e[r]·act[s]) for every slot s (expert e's rows are rows e·H + r of W), then
-  // hidden[r] = r(hidden[r] + m), m the bf16 sum over the slots in order of r(w_s·y_s)
+  // hidden[r] = r(hidden[r] + r(m)), m the f32 sum over the slots in order of r(w_s·y_s)
   // (ops/moe.h). Tiles: rows of hidden.
   //   0 W [E·H, Im] bf16   1 act [k, Im] bf16   2 routing [2k] u32   3 hidden [H] bf16, in place
   //   4 params (SpMoeParams)

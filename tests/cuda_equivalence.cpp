@@ -353,3 +353,37 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
       check_same(run_decode(ex, g, prompt, 4), expect);
     }
 }
+
+// The MoE tiles: the router's logits and its choice of experts (the last of its tasks to arrive
+// routes), the routed gate-and-up and down rows. The router in one task and in three (three rows
+// a task, expert tasks across two slots' rows); the two-hop build (o_proj split) as well.
+TEST_CASE("tiny-moe: every mode, schedule and worker count matches the sequential reference, the router in 1 or 3 tasks") {
+  const ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  std::vector<Graph> graphs{build_decode_graph(w, o)};
+  o.rows_per_tile = 3;
+  graphs.push_back(build_decode_graph(w, o));
+  o.rows_per_tile = 0;
+  o.o_proj_split = {2, 0};  // split GEMV dots: the persistent kernel's two-hop build
+  graphs.push_back(build_decode_graph(w, o));
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    CAPTURE(i);
+    const Graph& g = graphs[i];
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+    for (const MegakernelTuning& tuning : {MegakernelTuning{}, tunings()[1]})
+      for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+        for (uint32_t n : {1u, 3u, 66u, 132u}) {
+          CAPTURE(schedule_kind_name(schedule));
+          CAPTURE(n);
+          CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, n, tuning));
+          CAPTURE(ex.describe());
+          check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
+        }
+    for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+      CAPTURE(cuda_mode_name(mode));
+      check_same(run_decode(g, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+    }
+  }
+}

@@ -114,6 +114,29 @@ TEST_CASE("tiny: a position past the KV capacity is an error naming an attention
   }
 }
 
+// The device tiles check the routing before reading any expert's rows, as the CPU's do.
+TEST_CASE("tiny-moe: a routing slot naming no expert is an error naming the slot, in every mode") {
+  const ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  Graph g = build_decode_graph(w, o);
+  // The first routed gate-and-up task reads the forced tokens as its routing: slot 1 is the
+  // prompt's {59, 26}, expert 59 of 8.
+  g.tasks[first_task(g, SP_OP_EXPERT_GATE_UP)].operand[3] = g.io.forced_tokens;
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const std::string names = "routing slot 1 names expert 59, not one of the 8";
+  const std::string cpu = error_of([&] { run_decode(g, w, {ExecutorKind::Sequential}, prompt, 2); });
+  CAPTURE(cpu);
+  CHECK(cpu.find(names) != std::string::npos);
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp, CudaMode::Graph}) {
+    CAPTURE(cuda_mode_name(mode));
+    const std::string msg = error_of([&] { run_decode(g, w, cuda_options(mode), prompt, 2); });
+    CAPTURE(msg);
+    CHECK(msg.find("(expert_gate_up)") != std::string::npos);
+    CHECK(msg.find(names) != std::string::npos);
+  }
+}
+
 TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
   const TinyModel& m = tiny_model();
   auto ex = make_executor(m.graph, m.weights, cuda_options(CudaMode::Megakernel));

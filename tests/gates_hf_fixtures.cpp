@@ -57,7 +57,7 @@ TEST_CASE("the KL gate fails a model whose math is wrong") {
   }
 }
 
-TEST_CASE("the HF qwen3 fixtures pass the KL gate and reproduce HF's greedy tokens") {
+TEST_CASE("the HF qwen3 and qwen3_moe fixtures pass the KL gate and reproduce HF's greedy tokens") {
   for (const std::string& name : kHfFixtures) {
     CAPTURE(name);
     const HfFixture f = load_hf_fixture(name);

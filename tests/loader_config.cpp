@@ -315,6 +315,15 @@ TEST_CASE("config errors name the file and the field") {
                   std::string("config.json: field '") + key + "' is missing");
     CHECK_ERROR(parse_with(qwen3_30b_a3b(), "num_experts", nullptr),
                 "field 'num_experts' is missing");
+  }
+  SUBCASE("the expert count as transformers 5 writes it, num_local_experts") {
+    json j = qwen3_30b_a3b();
+    j.erase("num_experts");
+    j["num_local_experts"] = 128;
+    CHECK(parse(j).num_experts == 128);
+    CHECK(parse_with(qwen3_30b_a3b(), "num_local_experts", 128).num_experts == 128);
+    CHECK_ERROR(parse_with(qwen3_30b_a3b(), "num_local_experts", 64),
+                "field 'num_local_experts' = 64 differs from num_experts = 128");
     CHECK_ERROR(parse_with(qwen3_next_80b(), "linear_num_value_heads", nullptr),
                 "field 'linear_num_value_heads' is missing");
   }

@@ -81,4 +81,6 @@ TEST_CASE("graphs not built for the cluster program are refused, naming what the
   }
   const Graph tiny = build_tiny({}, {}).graph;  // 2 kv heads
   CHECK(cuda::cluster_program_problem(tiny).find("2 kv heads") != std::string::npos);
+  const Graph moe = build_decode_graph(spindle::load_model("synthetic:tiny-moe"), {});
+  CHECK(cuda::cluster_program_problem(moe).find("router task: the program runs no MoE layers") != std::string::npos);
 }

@@ -1,0 +1,127 @@
+// MoE tiles (tasks/opcodes.h SP_OP_ROUTER, SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN), bit for bit
+// ops/moe.h's: the projection tiles' warp-per-row canonical dots (tile_projection.cuh), the rows
+// of the experts the routing names found as the tile runs. Routed weights have no static span,
+// so nothing of them is preloaded or prefetched to L2.
+#pragma once
+#include <stdint.h>
+
+#include "megakernel/block_arrival.cuh"
+#include "megakernel/device_dot.cuh"
+#include "megakernel/device_failure.cuh"
+#include "megakernel/tile_layout.h"
+#include "megakernel/tile_projection.cuh"
+#include "ops/context.h"
+#include "ops/moe.h"
+#include "tasks/op_params.h"
+
+namespace spindle::cuda {
+
+// The MoE record operand k names (checked on the host by validate()).
+__device__ inline const SpMoeParams& moe_params(const SpTask& t, const TileContext& c, uint32_t k) {
+  return reinterpret_cast<const SpMoeParams&>(c.op_params[t.operand[k]]);
+}
+
+// Every thread, before any routed row is read: whether each of the k slots names one of the E
+// experts (a graph whose routing no router writes would read past the fused weights); if not,
+// thread 0 reports the first slot that does not, as ops/run_task.h routing_slots throws.
+__device__ inline bool routing_in_range(const uint32_t* routing, const SpMoeParams& p, const TaskSite& site) {
+  __shared__ uint32_t s_bad;
+  if (threadIdx.x == 0) s_bad = ~0u;
+  __syncthreads();
+  for (uint32_t s = threadIdx.x; s < p.slots; s += blockDim.x)
+    if (load_data(routing + 2 * s) >= p.experts) atomicMin(&s_bad, s);
+  __syncthreads();
+  const uint32_t bad = s_bad;
+  if (bad != ~0u) fail_task(site, kFailExpertRange, load_data(routing + 2 * bad), p.experts, bad);
+  return bad == ~0u;
+}
+
+// The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
+// argmax or split; the block whose rows bring the arrivals word to E stages all E logits in
+// shared memory and one thread routes the token with the CPU's own `route`.
+__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  const SpMoeParams& p = moe_params(t, c, 6);
+  SpTask rows = t;
+  rows.op = SP_OP_GEMV;
+  rows.operand[4] = SP_NO_VIEW;  // no residual
+  rows.operand[5] = 0;           // no argmax partial
+  rows.operand[7] = 0;           // no split
+  run_gemv<false>(rows, c, smem, nullptr);
+  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
+  float* logits = reinterpret_cast<float*>(smem + router_logits_offset(c.views[t.operand[0]].cols));
+  const float* written = view_data<const float>(c, t.operand[3]);
+  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = load_data(written + e);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    route<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, view_data<RoutingSlot>(c, t.operand[4]));
+}
+
+// The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of
+// slot t / Im, a warp's tiles taken as run_gate_up takes its rows.
+__device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
+  const SpMoeParams& p = moe_params(t, c, 5);
+  const uint32_t* routing = view_data<const uint32_t>(c, t.operand[3]);
+  if (!routing_in_range(routing, p, site)) return;
+  const SpView& W = c.views[t.operand[0]];
+  const uint32_t K = W.cols, Im = p.expert_rows, stride = warps_per_block();
+  const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, view_data<const bf16>(c, t.operand[2]),
+                                   *c.params, smem, nullptr);
+  const bf16* w = view_data<const bf16>(c, t.operand[0]);
+  bf16* act = view_data<bf16>(c, t.operand[4]);
+  const size_t act_stride = c.views[t.operand[4]].row_stride;
+  for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t t0) {
+    const bf16* rows[2 * R];  // gate and up of each tile
+    for (int i = 0; i < R; ++i) {
+      const uint32_t tile = t0 + i * stride, expert = load_data(routing + 2 * (tile / Im));
+      rows[2 * i] = w + (size_t(expert) * 2 * Im + tile % Im) * W.row_stride;
+      rows[2 * i + 1] = rows[2 * i] + size_t(Im) * W.row_stride;
+    }
+    float dots[2 * R];
+    warp_dot_rows<Src::Weight, Src::Shared, 2 * R, chunks_in_flight(2 * R)>(rows, n, K, dots);
+    if (lane_id() != 0) return;
+    for (int i = 0; i < R; ++i) {
+      const uint32_t tile = t0 + i * stride;
+      act[(tile / Im) * act_stride + tile % Im] = swiglu(rounded(dots[2 * i]), rounded(dots[2 * i + 1]));
+    }
+  });
+}
+
+// The routed experts' down rows summed into the residual (ops/moe.h expert_down_rows): the k
+// activation rows staged in shared memory, then each warp's rows, for each slot in order, dotted
+// with the slot's expert's rows and added to the rows' sums.
+__device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
+  const SpMoeParams& p = moe_params(t, c, 4);
+  const uint32_t* routing = view_data<const uint32_t>(c, t.operand[2]);
+  if (!routing_in_range(routing, p, site)) return;
+  const SpView& W = c.views[t.operand[0]];
+  const uint32_t Im = p.expert_rows, H = W.rows / p.experts, a_stride = expert_act_stride(Im);
+  bf16* a = reinterpret_cast<bf16*>(smem + kTileScratchBytes);
+  const bf16* act = view_data<const bf16>(c, t.operand[1]);
+  const size_t act_stride = c.views[t.operand[1]].row_stride;
+  for (uint32_t s = 0; s < p.slots; ++s) stage_to_shared<Src::Data>(act + s * act_stride, a + s * a_stride, Im);
+  cp_async_wait_all();
+  __syncthreads();
+  const bf16* w = view_data<const bf16>(c, t.operand[0]);
+  bf16* hidden = view_data<bf16>(c, t.operand[3]);
+  const uint32_t stride = warps_per_block();
+  for_row_groups<kGemvGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
+    float m[R];
+    for (int i = 0; i < R; ++i) m[i] = 0.0f;
+    for (uint32_t s = 0; s < p.slots; ++s) {
+      const uint32_t expert = load_data(routing + 2 * s);
+      const float weight = __uint_as_float(load_data(routing + 2 * s + 1));
+      const bf16* rows[R];
+      for (int i = 0; i < R; ++i) rows[i] = w + (size_t(expert) * H + r0 + i * stride) * W.row_stride;
+      float y[R];
+      warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, a + s * a_stride, Im, y);
+      for (int i = 0; i < R; ++i) m[i] = m[i] + rounded(weight * rounded(y[i]));
+    }
+    if (lane_id() != 0) return;
+    for (int i = 0; i < R; ++i) {
+      bf16* h = hidden + r0 + i * stride;
+      *h = to_bf16(widen<float>(load_bf16<Src::Data>(h)) + rounded(m[i]));
+    }
+  });
+}
+
+}  // namespace spindle::cuda
