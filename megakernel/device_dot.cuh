@@ -6,6 +6,8 @@
 #pragma once
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "megakernel/l2_policy.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/bf16.h"
@@ -111,30 +113,38 @@ __device__ __forceinline__ float warp_butterfly_sum(float v) {
   return v;
 }
 
-// out[i] = sum_k â_i[k] · b̂[k] over n bf16 elements, for R rows a_i against one vector b, each
-// in the canonical order; every lane of the calling warp gets the results. Each lane issues
-// the 16-byte loads of U of its chunks for all R rows before using the first, so R x U loads
-// are in flight per lane. A chunk cut by n, or unaligned operands, are read element by
-// element in the same order.
-template <Src A, Src B, int R, int U>
-__device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const bf16* b, uint32_t n, float (&out)[R]) {
+// Row i's vector: one b for every row, or b[i], one a row.
+__device__ __forceinline__ const bf16* row_vector(const bf16* b, int) { return b; }
+template <int R>
+__device__ __forceinline__ const bf16* row_vector(const bf16* const (&b)[R], int i) { return b[i]; }
+
+// out[i] = sum_k â_i[k] · b̂_i[k] over n bf16 elements, for R rows a_i against one vector b (b a
+// pointer) or each against its own (b an array of R: the routed experts' rows against their
+// slots' activations), each in the canonical order; every lane of the calling warp gets the
+// results. Each lane issues the 16-byte loads of U of its chunks for all R rows before using
+// the first, so R x U loads are in flight per lane. A chunk cut by n, or unaligned operands,
+// are read element by element in the same order.
+template <Src A, Src B, int R, int U, class BV>
+__device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const BV& b, uint32_t n, float (&out)[R]) {
+  constexpr bool kOneB = std::is_same_v<BV, const bf16*> || std::is_same_v<BV, bf16*>;
   float acc[R];
-  bool vec = aligned16(b);
+  bool vec = aligned16(row_vector(b, 0));
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     acc[i] = 0.0f;
     vec = vec && aligned16(a[i]);
+    if constexpr (!kOneB) vec = vec && aligned16(b[i]);
   }
   const uint32_t first = lane_id() * kDotVec;
   const uint32_t full = vec ? n / kDotVec * kDotVec : 0;  // [0, full): whole chunks, vector loads
   // b in shared memory is read when used: holding U chunks of it would cost 4U registers.
-  constexpr bool kLateB = B == Src::Shared;
+  constexpr bool kLateB = B == Src::Shared || !kOneB;
   for (uint32_t k0 = first; k0 < full; k0 += U * kDotBlock) {
     uint4 av[R][U], bv[kLateB ? 1 : U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k0 + u * kDotBlock >= full) break;
-      if constexpr (!kLateB) bv[u] = load16<B>(b + k0 + u * kDotBlock);
+      if constexpr (!kLateB) bv[u] = load16<B>(row_vector(b, 0) + k0 + u * kDotBlock);
 #pragma unroll
       for (int i = 0; i < R; ++i) av[i][u] = load16<A>(a[i] + k0 + u * kDotBlock);
     }
@@ -142,9 +152,17 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
     for (int u = 0; u < U; ++u) {
       if (k0 + u * kDotBlock >= full) break;
       float bf[8];
-      unpack_bf16x8(kLateB ? load16<B>(b + k0 + u * kDotBlock) : bv[u], bf);
+      if constexpr (kOneB) {
+        unpack_bf16x8(kLateB ? load16<B>(b + k0 + u * kDotBlock) : bv[u], bf);
 #pragma unroll
-      for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
+        for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
+      } else {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          unpack_bf16x8(load16<B>(b[i] + k0 + u * kDotBlock), bf);
+          accumulate_bf16x8(acc[i], av[i][u], bf);
+        }
+      }
     }
   }
   // The lane's chunks past `full`, in order: all of them when unaligned, else the one cut by n.
@@ -152,9 +170,11 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const b
   if (k0 < full) k0 += (full - k0 + kDotBlock - 1) / kDotBlock * kDotBlock;
   for (; k0 < n; k0 += kDotBlock)
     for (uint32_t k = k0; k < n && k < k0 + kDotVec; ++k) {
-      const float bk = bf16_to_f32(load_bf16<B>(b + k));
+      const float bk = bf16_to_f32(load_bf16<B>(row_vector(b, 0) + k));
 #pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = add_product(acc[i], bf16_to_f32(load_bf16<A>(a[i] + k)), bk);
+      for (int i = 0; i < R; ++i)
+        acc[i] = add_product(acc[i], bf16_to_f32(load_bf16<A>(a[i] + k)),
+                             kOneB ? bk : bf16_to_f32(load_bf16<B>(row_vector(b, i) + k)));
     }
 #pragma unroll
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);

@@ -16,6 +16,7 @@ namespace spindle::cuda {
 struct Stage {
   uint32_t first_task, tasks;
   size_t smem = 0;  // dynamic shared memory of its launch: what its tiles need
+  uint32_t op = 0;  // the opcode of all its tasks, 0 when they have several
 };
 
 // The graph's runs of consecutive tasks with the same signal counter, in order. Launched in

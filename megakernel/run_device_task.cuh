@@ -27,36 +27,50 @@ __host__ __device__ constexpr uint32_t build_flag(TileBuild b) {
 }
 
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
-// in shared memory); `extras` is nullptr in the per-op kernels.
-template <TileBuild kBuild>
+// in shared memory); `extras` is nullptr in the per-op kernels. kOnly, when not 0, is the one
+// opcode the kernel runs: its code holds that tile alone (a per-op kernel of a stage of one op),
+// so that no other tile's registers and code weigh on it.
+template <TileBuild kBuild, uint32_t kOnly = 0>
 __device__ __forceinline__ void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
                                        const TaskSite& site, uint8_t* smem, const TileExtras* extras,
                                        const GangBarrier* gang = nullptr) {
+  // Whether the kernel has op's tile: the build has it (tasks/opcodes.h SP_OPS) and kOnly allows it.
+  constexpr auto has = [](uint32_t op) {
+    return (sp_op_executors(op) & build_flag(kBuild)) != 0 && (kOnly == 0 || kOnly == op);
+  };
   if (extras && extras->input && t.op != SP_OP_GEMV && t.op != SP_OP_GATE_UP && threadIdx.x == 0)
     extras->input->valid = 0;  // the tile may overwrite the cached input
   switch (t.op) {
-    case SP_OP_EMBED: return run_embed(t, c, site);
-    case SP_OP_GEMV: return run_gemv<kBuild != TileBuild::kPlain>(t, c, smem, extras);
-    case SP_OP_GATE_UP: return run_gate_up(t, c, smem, extras);
-    case SP_OP_ATTENTION: return run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
-    case SP_OP_SAMPLE: return run_sample(t, c, smem, site);
+    case SP_OP_EMBED:
+      if constexpr (has(SP_OP_EMBED)) run_embed(t, c, site);
+      return;
+    case SP_OP_GEMV:
+      if constexpr (has(SP_OP_GEMV)) run_gemv<kBuild != TileBuild::kPlain>(t, c, smem, extras);
+      return;
+    case SP_OP_GATE_UP:
+      if constexpr (has(SP_OP_GATE_UP)) run_gate_up(t, c, smem, extras);
+      return;
+    case SP_OP_ATTENTION:
+      if constexpr (has(SP_OP_ATTENTION)) run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
+      return;
+    case SP_OP_SAMPLE:
+      if constexpr (has(SP_OP_SAMPLE)) run_sample(t, c, smem, site);
+      return;
     case SP_OP_MLP:
-      if constexpr ((sp_op_executors(SP_OP_MLP) & build_flag(kBuild)) != 0)
-        return run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
+      if constexpr (has(SP_OP_MLP)) run_mlp<kBuild == TileBuild::kPerOp>(t, c, smem, site, extras, gang);
       return;
     case SP_OP_GEMV_PIECE:
-      if constexpr ((sp_op_executors(SP_OP_GEMV_PIECE) & build_flag(kBuild)) != 0) return run_gemv_piece(t, c, smem);
+      if constexpr (has(SP_OP_GEMV_PIECE)) run_gemv_piece(t, c, smem);
       return;
     case SP_OP_ROUTER:
-      if constexpr ((sp_op_executors(SP_OP_ROUTER) & build_flag(kBuild)) != 0) return run_router(t, c, smem);
+      if constexpr (has(SP_OP_ROUTER)) run_router(t, c, smem);
       return;
     case SP_OP_EXPERT_GATE_UP:
-      if constexpr ((sp_op_executors(SP_OP_EXPERT_GATE_UP) & build_flag(kBuild)) != 0)
-        return run_expert_gate_up(t, c, smem, site);
+      if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem, site);
       return;
     case SP_OP_EXPERT_DOWN:
-      if constexpr ((sp_op_executors(SP_OP_EXPERT_DOWN) & build_flag(kBuild)) != 0)
-        return run_expert_down(t, c, smem, site);
+      if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down(t, c, smem, site);
+      return;
   }
 }
 

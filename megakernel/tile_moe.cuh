@@ -38,7 +38,9 @@ __device__ inline bool routing_in_range(const uint32_t* routing, const SpMoePara
 
 // The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
 // argmax or split; the block whose rows bring the arrivals word to E stages all E logits in
-// shared memory and one thread routes the token with the CPU's own `route`.
+// shared memory and routes the token as ops/moe.h route does: every thread places its experts
+// (route_place), then turns their logits into exp(logit − top) in place, and thread 0 sums them
+// into the weights (route_weights).
 __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem) {
   const SpMoeParams& p = moe_params(t, c, 6);
   SpTask rows = t;
@@ -50,10 +52,21 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
   if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
   float* logits = reinterpret_cast<float*>(smem + router_logits_offset(c.views[t.operand[0]].cols));
   const float* written = view_data<const float>(c, t.operand[3]);
+  RoutingSlot* out = view_data<RoutingSlot>(c, t.operand[4]);
+  __shared__ uint32_t s_first;
   for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = load_data(written + e);
   __syncthreads();
-  if (threadIdx.x == 0)
-    route<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, view_data<RoutingSlot>(c, t.operand[4]));
+  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) {
+    const uint32_t place = route_place(logits, p.experts, e);
+    if (place < p.slots) out[place].expert = e;
+    if (place == 0) s_first = e;
+  }
+  __syncthreads();
+  const float top = logits[s_first];
+  __syncthreads();
+  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
+  __syncthreads();
+  if (threadIdx.x == 0) route_weights<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, out);
 }
 
 // The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of
@@ -87,8 +100,9 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
 }
 
 // The routed experts' down rows summed into the residual (ops/moe.h expert_down_rows): the k
-// activation rows staged in shared memory, then each warp's rows, for each slot in order, dotted
-// with the slot's expert's rows and added to the rows' sums.
+// activation rows staged in shared memory, then each warp's rows one by one, the slots' dots
+// of a row in flight together (each expert's row against its slot's activations), added to the
+// row's sum in slot order.
 __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
   const SpMoeParams& p = moe_params(t, c, 4);
   const uint32_t* routing = view_data<const uint32_t>(c, t.operand[2]);
@@ -103,25 +117,21 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
   __syncthreads();
   const bf16* w = view_data<const bf16>(c, t.operand[0]);
   bf16* hidden = view_data<bf16>(c, t.operand[3]);
-  const uint32_t stride = warps_per_block();
-  for_row_groups<kGemvGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
-    float m[R];
-    for (int i = 0; i < R; ++i) m[i] = 0.0f;
-    for (uint32_t s = 0; s < p.slots; ++s) {
-      const uint32_t expert = load_data(routing + 2 * s);
-      const float weight = __uint_as_float(load_data(routing + 2 * s + 1));
+  for (uint32_t r = t.tile_begin + warp_id(); r < t.tile_end; r += warps_per_block()) {
+    float m = 0.0f;
+    for_row_groups<kGemvGroupRows>(0, p.slots, 1, [&]<int R>(uint32_t s0) {
       const bf16* rows[R];
-      for (int i = 0; i < R; ++i) rows[i] = w + (size_t(expert) * H + r0 + i * stride) * W.row_stride;
+      const bf16* acts[R];
+      for (int i = 0; i < R; ++i) {
+        rows[i] = w + (size_t(load_data(routing + 2 * (s0 + i))) * H + r) * W.row_stride;
+        acts[i] = a + (s0 + i) * a_stride;
+      }
       float y[R];
-      warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, a + s * a_stride, Im, y);
-      for (int i = 0; i < R; ++i) m[i] = m[i] + rounded(weight * rounded(y[i]));
-    }
-    if (lane_id() != 0) return;
-    for (int i = 0; i < R; ++i) {
-      bf16* h = hidden + r0 + i * stride;
-      *h = to_bf16(widen<float>(load_bf16<Src::Data>(h)) + rounded(m[i]));
-    }
-  });
+      warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, acts, Im, y);
+      for (int i = 0; i < R; ++i) m = m + rounded(__uint_as_float(load_data(routing + 2 * (s0 + i) + 1)) * rounded(y[i]));
+    });
+    if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + r)) + rounded(m));
+  }
 }
 
 }  // namespace spindle::cuda

@@ -28,32 +28,40 @@ SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
   return a > b || (a == b && i < j);
 }
 
-// The top k of E logits (their order is the softmax's, so the probabilities' top k), their
-// weights softmax(logits)[e] in Acc over all E (max first, the sum in expert order), divided by
-// the k weights' sum (in choice order) when `normalise`, rounded to bf16: the k slots written
-// to `out` in choice order (HF's torch.topk order), the order the experts' outputs are summed
-// in. No scratch but `out` (it holds the choice until the weights are known), so one thread of
-// a device tile runs it too: routes_before is a strict total order, so the s-th choice is the
-// best expert after the (s-1)-th.
+// Expert e's place in the choice: how many experts route before it. The k experts of places
+// 0..k-1 are the top k of the logits (their order is the softmax's, so the probabilities' top
+// k), in the choice order (HF's torch.topk order). Each expert's place alone, so a device tile
+// finds them all at once.
+SP_HDI uint32_t route_place(const float* logits, uint32_t E, uint32_t e) {
+  uint32_t place = 0;
+  for (uint32_t j = 0; j < E; ++j) place += routes_before(logits[j], j, logits[e], e);
+  return place;
+}
+
+// The chosen slots' weights, given each expert's ex[e] = exp(logits[e] − top) (top: the first
+// chosen's logit): softmax(logits)[e] = ex[e] / Z, Z summed in expert order, divided by the k
+// weights' sum (in choice order) when `normalise`, rounded to bf16.
 template <class Acc>
-SP_HDI void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
-  for (uint32_t s = 0; s < k; ++s) {
-    uint32_t best = E;
-    for (uint32_t e = 0; e < E; ++e)
-      if ((s == 0 || routes_before(logits[out[s - 1].expert], out[s - 1].expert, logits[e], e)) &&
-          (best == E || routes_before(logits[e], e, logits[best], best)))
-        best = e;
-    out[s].expert = best;
-  }
-  const Acc top = Acc(logits[out[0].expert]);
+SP_HDI void route_weights(const Acc* ex, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
   Acc sum = 0;
-  for (uint32_t e = 0; e < E; ++e) sum = sum + pm_exp(Acc(logits[e]) - top);
+  for (uint32_t e = 0; e < E; ++e) sum = sum + ex[e];
   Acc chosen_sum = 0;
-  for (uint32_t s = 0; s < k; ++s) chosen_sum = chosen_sum + pm_exp(Acc(logits[out[s].expert]) - top) / sum;
+  for (uint32_t s = 0; s < k; ++s) chosen_sum = chosen_sum + ex[out[s].expert] / sum;
   for (uint32_t s = 0; s < k; ++s) {
-    const Acc p = pm_exp(Acc(logits[out[s].expert]) - top) / sum;
+    const Acc p = ex[out[s].expert] / sum;
     out[s].weight = bf16_to_f32(to_bf16(normalise ? p / chosen_sum : p));
   }
+}
+
+// The token's k slots in choice order, each {expert, weight} (route_place, route_weights).
+template <class Acc>
+void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
+  for (uint32_t e = 0; e < E; ++e)
+    if (const uint32_t place = route_place(logits, E, e); place < k) out[place].expert = e;
+  const Acc top = Acc(logits[out[0].expert]);
+  std::vector<Acc> ex(E);
+  for (uint32_t e = 0; e < E; ++e) ex[e] = pm_exp(Acc(logits[e]) - top);
+  route_weights(ex.data(), E, k, normalise, out);
 }
 
 // Router rows [r0, r1): logits[e] = r(Ŵ_e · n̂) (f32 holding bf16 values), as a GEMV's; the

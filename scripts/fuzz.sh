@@ -36,6 +36,9 @@ for i in "${!variants[@]}"; do
   log=$(./build-asan/host/spindle graph save --model synthetic:tiny --context 16 --attn-chunks 2 --stage-tasks 4 \
     ${variants[$i]} --out "$work/seeds/graph/tiny-$i.sptg" 2>&1) || { echo "$log" >&2; exit 1; }
 done
+# An MoE graph: its op parameter records, routed operands and the run-time expert checks.
+log=$(./build-asan/host/spindle graph save --model synthetic:tiny-moe --context 16 --attn-chunks 2 --stage-tasks 4 \
+  --out "$work/seeds/graph/tiny-moe.sptg" 2>&1) || { echo "$log" >&2; exit 1; }
 
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 failed=()

@@ -34,7 +34,7 @@ struct Bench {
   TileContext context() {
     bases.clear();
     for (auto& a : arenas) bases.push_back(a.data());
-    return {&params, views.data(), bases.data(), &state};
+    return {&params, views.data(), bases.data(), &state, nullptr};  // no op needs parameter records here
   }
   template <class T>
   std::vector<T> read(uint32_t view) const {

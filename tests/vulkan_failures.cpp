@@ -83,6 +83,17 @@ TEST_CASE("vulkan: a token outside the vocabulary or a position past the cache i
   CHECK(position.find("past the KV capacity of " + std::to_string(m.graph.params.context)) != std::string::npos);
 }
 
+TEST_CASE("vulkan: an MoE graph is refused before it runs, naming the op without a shader") {
+  const ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 16;
+  const Graph g = build_decode_graph(w, o);
+  const std::string why = error_of([&] { make_executor(g, w, vulkan_options(2)); });
+  CAPTURE(why);
+  CHECK(why.find("vulkan executor: task") == 0);
+  CHECK(why.find("(router): opcode 8 has no shader") != std::string::npos);
+}
+
 TEST_CASE("vulkan: sampling with a temperature and static schedules are refused, not approximated") {
   const TinyModel& m = tiny_model();
   auto ex = make_executor(m.graph, m.weights, vulkan_options(2));
