@@ -172,6 +172,13 @@ TEST_CASE("an unsupported version") {
   write_bytes(f.path, bytes);
   check_load_fails(f.path, ("unsupported graph format version " +
                             std::to_string(Graph::kVersion + 1)).c_str());
+  // A file of the version before (without op parameter records): both versions named.
+  bytes[4] = char(Graph::kVersion - 1);
+  reseal(bytes);
+  write_bytes(f.path, bytes);
+  check_load_fails(f.path, ("unsupported graph format version " + std::to_string(Graph::kVersion - 1) +
+                            " (this build reads version " + std::to_string(Graph::kVersion) + ")")
+                               .c_str());
 }
 
 TEST_CASE("bad metadata") {
