@@ -74,16 +74,14 @@ void check_supported(const Graph& g) {
   }
 }
 
-// Shared 16-byte vectors the graph's tiles need: a projection's or a GEMV piece's staged input
-// (8 bf16 each), an MLP's staged input and activations, or an attention warp's normed head (one
-// element a word).
+// Shared 16-byte vectors the graph's tiles need: the bf16 each op stages, 8 a vector (its
+// declaration's staged_input: a projection's or a GEMV piece's input, an MLP member's normed
+// hidden state and activations), or an attention warp's normed head (one element a word). The
+// opcodes are checked first (check_supported).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
-  for (const SpTask& t : g.tasks) {
-    if (sp_projection_matrices(t.op) || t.op == SP_OP_GEMV_PIECE) vecs = std::max(vecs, (g.views[t.operand[0]].cols + 7) / 8);
-    // MLP: the normalised hidden state's octets, then a member's activations' (op_mlp.glsl)
-    if (t.op == SP_OP_MLP) vecs = std::max(vecs, (g.views[t.operand[2]].rows + 7) / 8 + (t.tile_end - t.tile_begin) / 8);
-  }
+  for (const SpTask& t : g.tasks)  // staged inputs are rows, at most kMaxRowLength + a piece
+    vecs = uint32_t(std::max<uint64_t>(vecs, (op_decl(t.op)->staged_input(g, t) + 7) / 8));
   return std::max(vecs, 1u);
 }
 
