@@ -4,13 +4,6 @@
 #include "tasks/opcodes.h"
 
 namespace spindle::cuda {
-namespace {
-
-const SpMoeParams& moe_params(const Graph& g, const SpTask& t, uint32_t k) {
-  return reinterpret_cast<const SpMoeParams&>(g.op_params[t.operand[k]]);
-}
-
-}  // namespace
 
 size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions, uint32_t kv_positions) {
   const SpGraphParams& p = g.params;
@@ -22,9 +15,13 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
       return attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
                              p.attn_chunks, g.views[t.operand[5]].row_stride);
     case SP_OP_MLP: return mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
-    case SP_OP_ROUTER: return router_smem_bytes(g.views[t.operand[0]].cols, moe_params(g, t, 6).experts);
+    case SP_OP_ROUTER:
+      return router_smem_bytes(g.views[t.operand[0]].cols, sp_op_record<SpMoeParams>(g.op_params[t.operand[6]]).experts);
     case SP_OP_EXPERT_GATE_UP: return projection_smem_bytes(g.views[t.operand[0]].cols);
-    case SP_OP_EXPERT_DOWN: return expert_down_smem_bytes(moe_params(g, t, 4).slots, moe_params(g, t, 4).expert_rows);
+    case SP_OP_EXPERT_DOWN: {
+      const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);
+      return expert_down_smem_bytes(moe.slots, moe.expert_rows);
+    }
     default: return kTileScratchBytes;
   }
 }

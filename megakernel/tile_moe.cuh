@@ -16,11 +16,6 @@
 
 namespace spindle::cuda {
 
-// The MoE record operand k names (checked on the host by validate()).
-__device__ inline const SpMoeParams& moe_params(const SpTask& t, const TileContext& c, uint32_t k) {
-  return reinterpret_cast<const SpMoeParams&>(c.op_params[t.operand[k]]);
-}
-
 // Every thread, before any routed row is read: whether each of the k slots names one of the E
 // experts (a graph whose routing no router writes would read past the fused weights); if not,
 // thread 0 reports the first slot that does not, as ops/run_task.h routing_slots throws.
@@ -42,7 +37,7 @@ __device__ inline bool routing_in_range(const uint32_t* routing, const SpMoePara
 // (route_place), then turns their logits into exp(logit − top) in place, and thread 0 sums them
 // into the weights (route_weights).
 __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem) {
-  const SpMoeParams& p = moe_params(t, c, 6);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   SpTask rows = t;
   rows.op = SP_OP_GEMV;
   rows.operand[4] = SP_NO_VIEW;  // no residual
@@ -72,7 +67,7 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
 // The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of
 // slot t / Im, a warp's tiles taken as run_gate_up takes its rows.
 __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
-  const SpMoeParams& p = moe_params(t, c, 5);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
   const uint32_t* routing = view_data<const uint32_t>(c, t.operand[3]);
   if (!routing_in_range(routing, p, site)) return;
   const SpView& W = c.views[t.operand[0]];
@@ -104,7 +99,7 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
 // of a row in flight together (each expert's row against its slot's activations), added to the
 // row's sum in slot order.
 __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
-  const SpMoeParams& p = moe_params(t, c, 4);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const uint32_t* routing = view_data<const uint32_t>(c, t.operand[2]);
   if (!routing_in_range(routing, p, site)) return;
   const SpView& W = c.views[t.operand[0]];

@@ -20,6 +20,12 @@ struct TileContext {
   const SpOpParams* op_params;  // the graph's op parameter records (tasks/op_params.h)
 };
 
+// The typed op parameter record that task t's operand k names (tasks/op_params.h).
+template <class Record>
+SP_HDI const Record& operand_params(const SpTask& t, const TileContext& c, uint32_t k) {
+  return sp_op_record<Record>(c.op_params[t.operand[k]]);
+}
+
 template <class T>
 SP_HDI T* view_data(const TileContext& c, uint32_t view) {
   const SpView& v = c.views[view];

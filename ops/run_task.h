@@ -144,11 +144,6 @@ void run_mlp(const SpTask& t, const TileContext& c) {
   mlp_gang_whole<Acc>(a);
 }
 
-// The MoE record operand k names (validate() checked it).
-inline const SpMoeParams& moe_params(const SpTask& t, const TileContext& c, uint32_t k) {
-  return reinterpret_cast<const SpMoeParams&>(c.op_params[t.operand[k]]);
-}
-
 // The routing slots of operand k, each expert checked below E: a graph whose routing view no
 // router writes would otherwise read past the fused weights.
 inline const RoutingSlot* routing_slots(const SpTask& t, const TileContext& c, uint32_t k, const SpMoeParams& p) {
@@ -162,7 +157,7 @@ inline const RoutingSlot* routing_slots(const SpTask& t, const TileContext& c, u
 
 template <class Acc>
 void run_router(const SpTask& t, const TileContext& c) {
-  const SpMoeParams& p = moe_params(t, c, 6);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
   router_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
                    {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps}, t.tile_begin,
@@ -172,7 +167,7 @@ void run_router(const SpTask& t, const TileContext& c) {
 
 template <class Acc>
 void run_expert_gate_up(const SpTask& t, const TileContext& c) {
-  const SpMoeParams& p = moe_params(t, c, 5);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
   expert_gate_up_rows<Acc>({operand_data<const bf16>(t, c, 0), W.row_stride, p.expert_rows},
                            operand_data<const bf16>(t, c, 1), W.cols,
@@ -183,7 +178,7 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
 
 template <class Acc>
 void run_expert_down(const SpTask& t, const TileContext& c) {
-  const SpMoeParams& p = moe_params(t, c, 4);
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
   expert_down_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, p.expert_rows,
                         operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,

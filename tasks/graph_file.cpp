@@ -165,15 +165,6 @@ std::string read_file(const std::filesystem::path& path) {
   return bytes;
 }
 
-const char* dtype_name(uint32_t dt) {
-  switch (dt) {
-    case SP_BF16: return "bf16";
-    case SP_F32: return "f32";
-    case SP_U32: return "u32";
-    default: return "?";
-  }
-}
-
 json view_name_or_null(const Graph& g, uint32_t v) {
   return v == SP_NO_VIEW ? json(nullptr) : json(g.view_names[v]);
 }
@@ -213,7 +204,7 @@ json view_to_json(const Graph& g, uint32_t v) {
   return {{"id", v},
           {"name", g.view_names[v]},
           {"arena", g.arenas[view.arena].name},
-          {"dtype", dtype_name(view.dtype)},
+          {"dtype", sp_dtype_name(view.dtype)},
           {"offset", sp_view_offset(view)},
           {"rows", view.rows},
           {"cols", view.cols},

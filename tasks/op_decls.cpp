@@ -99,7 +99,7 @@ constexpr uint32_t kMaxExperts = 4096;
 // The MoE record operand k names, checked: 1 <= k slots <= E <= kMaxExperts, and the expert
 // rows not 0, so every routed read below is inside the fused views checked against them.
 const SpMoeParams& moe_params(const OperandCheck& o, uint32_t k) {
-  const SpMoeParams& p = reinterpret_cast<const SpMoeParams&>(o.params(k));
+  const SpMoeParams& p = sp_op_record<SpMoeParams>(o.params(k));
   if (p.experts == 0 || p.experts > kMaxExperts || p.slots == 0 || p.slots > p.experts)
     refuse("its MoE parameters choose " + str(p.slots) + " of " + str(p.experts) +
            " experts, not between 1 and the experts, at most " + str(kMaxExperts));
@@ -156,7 +156,7 @@ uint64_t expert_gate_up_bytes(const Graph& g, const SpTask& t) {
 }
 
 uint64_t expert_down_bytes(const Graph& g, const SpTask& t) {
-  const SpMoeParams& p = reinterpret_cast<const SpMoeParams&>(g.op_params[t.operand[4]]);
+  const SpMoeParams& p = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);
   return tiles(t) * p.slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
 }
 

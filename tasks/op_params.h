@@ -23,4 +23,14 @@ struct SpMoeParams {
 #ifdef __cplusplus
 static_assert(sizeof(SpOpParams) == 32, "SpOpParams must stay 8 words");
 static_assert(sizeof(SpMoeParams) == sizeof(SpOpParams), "an op's record is one SpOpParams");
+
+// A table entry read as its op's typed record (SpMoeParams, …).
+template <class Record>
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline const Record& sp_op_record(const SpOpParams& p) {
+  static_assert(sizeof(Record) == sizeof(SpOpParams), "an op's record is one SpOpParams");
+  return reinterpret_cast<const Record&>(p);
+}
 #endif

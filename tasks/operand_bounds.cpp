@@ -22,8 +22,6 @@ std::string str(uint64_t n) { return std::to_string(n); }
 
 void refuse(std::string why) { throw OperandRefusal{std::move(why)}; }
 
-const char* dtype_name(uint32_t dt) { return dt == SP_BF16 ? "bf16" : dt == SP_F32 ? "f32" : "u32"; }
-
 OperandCheck::OperandCheck(const Graph& g, const SpTask& t) : g_(g), t_(t), info_(opcode_operands(t.op)) {}
 
 const SpOpParams& OperandCheck::params(uint32_t k) const {
@@ -74,8 +72,8 @@ void OperandCheck::dtype(uint32_t k, std::initializer_list<SpDtype> dtypes) cons
   for (SpDtype dt : dtypes)
     if (view(k).dtype == dt) return;
   std::string want;
-  for (SpDtype dt : dtypes) want += (want.empty() ? "" : " or ") + std::string(dtype_name(dt));
-  refuse(name(k) + " is " + dtype_name(view(k).dtype) + ", not " + want);
+  for (SpDtype dt : dtypes) want += (want.empty() ? "" : " or ") + std::string(sp_dtype_name(dt));
+  refuse(name(k) + " is " + sp_dtype_name(view(k).dtype) + ", not " + want);
 }
 
 std::string operand_bounds_problem(const Graph& g, size_t i) {
@@ -133,7 +131,7 @@ std::string graph_layout_problem(const Graph& g) {
     const SpView& view = g.views[v.view];
     if (view.dtype != v.dtype || view_elements(view) < v.elements)
       return name + " (view " + str(v.view) + " '" + g.view_names[v.view] + "') is " + str(view_elements(view)) + " " +
-             dtype_name(view.dtype) + ", not at least " + str(v.elements) + " " + dtype_name(v.dtype);
+             sp_dtype_name(view.dtype) + ", not at least " + str(v.elements) + " " + sp_dtype_name(v.dtype);
     if (v.in_state && view.arena != SP_ARENA_STATE) return name + " is not in arena 0 (the step state's)";
     if (view.arena >= SP_ARENA_WEIGHTS0) return name + " lies in weight arena " + str(view.arena) + ", which is read-only";
   }

@@ -17,8 +17,6 @@ struct OperandRefusal {
 
 [[noreturn]] void refuse(std::string why);
 
-const char* dtype_name(uint32_t dt);
-
 // Elements a view holds read as one array from its first: its rows do not overlap
 // (validate() checks row_stride >= cols), so these are inside its extent.
 inline uint64_t view_elements(const SpView& v) { return uint64_t(v.rows) * v.cols; }

@@ -34,4 +34,8 @@ struct SpView {
 static_assert(sizeof(SpView) == 32, "SpView must stay 8 words");
 inline uint64_t sp_view_offset(const SpView& v) { return (uint64_t(v.offset_hi) << 32) | v.offset_lo; }
 inline uint32_t sp_dtype_bytes(uint32_t dt) { return dt == SP_BF16 ? 2u : 4u; }
+// "bf16", "f32", "u32", or "?" for a dtype no view may have (validate() refuses it).
+inline const char* sp_dtype_name(uint32_t dt) {
+  return dt == SP_BF16 ? "bf16" : dt == SP_F32 ? "f32" : dt == SP_U32 ? "u32" : "?";
+}
 #endif
