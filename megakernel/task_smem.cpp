@@ -15,9 +15,13 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
       return attn_smem_bytes(p.n_heads / p.n_kv_heads, p.head_dim, p.rotary_dim, score_positions, kv_positions,
                              p.attn_chunks, g.views[t.operand[5]].row_stride);
     case SP_OP_MLP: return mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
-    case SP_OP_ROUTER:
-      return router_smem_bytes(g.views[t.operand[0]].cols, sp_op_record<SpMoeParams>(g.op_params[t.operand[6]]).experts);
-    case SP_OP_EXPERT_GATE_UP: return projection_smem_bytes(g.views[t.operand[0]].cols);
+    case SP_OP_ROUTER: {
+      const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[6]]);
+      return router_smem_bytes(g.views[t.operand[0]].cols, moe.experts, moe.slots);
+    }
+    case SP_OP_EXPERT_GATE_UP:
+      return expert_gate_up_smem_bytes(g.views[t.operand[0]].cols,
+                                       sp_op_record<SpMoeParams>(g.op_params[t.operand[5]]).slots);
     case SP_OP_EXPERT_DOWN: {
       const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);
       return expert_down_smem_bytes(moe.slots, moe.expert_rows);

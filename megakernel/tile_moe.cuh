@@ -16,72 +16,83 @@
 
 namespace spindle::cuda {
 
-// Every thread, before any routed row is read: whether each of the k slots names one of the E
-// experts (a graph whose routing no router writes would read past the fused weights); if not,
-// thread 0 reports the first slot that does not, as ops/run_task.h routing_slots throws.
-__device__ inline bool routing_in_range(const uint32_t* routing, const SpMoeParams& p, const TaskSite& site) {
-  __shared__ uint32_t s_bad;
-  if (threadIdx.x == 0) s_bad = ~0u;
-  __syncthreads();
-  for (uint32_t s = threadIdx.x; s < p.slots; s += blockDim.x)
-    if (load_data(routing + 2 * s) >= p.experts) atomicMin(&s_bad, s);
-  __syncthreads();
-  const uint32_t bad = s_bad;
-  if (bad != ~0u) fail_task(site, kFailExpertRange, load_data(routing + 2 * bad), p.experts, bad);
-  return bad == ~0u;
+// Every thread: starts copying the k routing slots into `slots` (shared memory), complete
+// after cp_async_wait_all, so that no row's address waits on a load from global memory and the
+// copy shares its round trip with the task's other staging.
+__device__ inline void start_routing_copy(const uint32_t* routing, const SpMoeParams& p, RoutingSlot* slots) {
+  stage_to_shared<Src::Data>(reinterpret_cast<const bf16*>(routing), reinterpret_cast<bf16*>(slots), 4u * p.slots);
+}
+
+// Every thread, once the slots are staged and a barrier passed, before any routed row is read:
+// whether each names one of the E experts (a graph whose routing no router writes would read
+// past the fused weights); if not, thread 0 reports the first slot that does not, as
+// ops/run_task.h routing_slots throws.
+__device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoeParams& p, const TaskSite& site) {
+  for (uint32_t s = 0; s < p.slots; ++s)
+    if (slots[s].expert >= p.experts) {
+      if (threadIdx.x == 0) fail_task(site, kFailExpertRange, slots[s].expert, p.experts, s);
+      return false;
+    }
+  return true;
 }
 
 // The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
-// argmax or split; the block whose rows bring the arrivals word to E stages all E logits in
-// shared memory and routes the token as ops/moe.h route does: every thread places its experts
-// (route_place), then turns their logits into exp(logit − top) in place, and thread 0 sums them
-// into the weights (route_weights).
-__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem) {
+// argmax or split, read from the persistent kernel's copy when it made one; the block whose
+// rows bring the arrivals word to E stages all E logits in shared memory and routes the token
+// as ops/moe.h route does, in shared memory: each warp places its experts (route_place, its
+// lanes counting a share of the experts each), every thread turns logits into exp(logit − top)
+// in place, thread 0 sums them into the weights (route_weights), and the slots are stored.
+__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   SpTask rows = t;
   rows.op = SP_OP_GEMV;
   rows.operand[4] = SP_NO_VIEW;  // no residual
   rows.operand[5] = 0;           // no argmax partial
   rows.operand[7] = 0;           // no split
-  run_gemv<false>(rows, c, smem, nullptr);
+  run_gemv<false>(rows, c, smem, extras);
   if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
-  float* logits = reinterpret_cast<float*>(smem + router_logits_offset(c.views[t.operand[0]].cols));
+  const uint32_t K = c.views[t.operand[0]].cols;
+  float* logits = reinterpret_cast<float*>(smem + router_logits_offset(K));
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, p.experts));
   const float* written = view_data<const float>(c, t.operand[3]);
-  RoutingSlot* out = view_data<RoutingSlot>(c, t.operand[4]);
   __shared__ uint32_t s_first;
   for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = load_data(written + e);
   __syncthreads();
-  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) {
-    const uint32_t place = route_place(logits, p.experts, e);
-    if (place < p.slots) out[place].expert = e;
-    if (place == 0) s_first = e;
+  for (uint32_t e = warp_id(); e < p.experts; e += warps_per_block()) {
+    const uint32_t place = __reduce_add_sync(~0u, route_place(logits, p.experts, e, lane_id(), 32));
+    if (lane_id() == 0 && place < p.slots) slots[place].expert = e;
+    if (lane_id() == 0 && place == 0) s_first = e;
   }
   __syncthreads();
   const float top = logits[s_first];
   __syncthreads();
   for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
   __syncthreads();
-  if (threadIdx.x == 0) route_weights<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, out);
+  if (threadIdx.x == 0) route_weights<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, slots);
+  __syncthreads();
+  RoutingSlot* out = view_data<RoutingSlot>(c, t.operand[4]);
+  for (uint32_t s = threadIdx.x; s < p.slots; s += blockDim.x) out[s] = slots[s];
 }
 
 // The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of
 // slot t / Im, a warp's tiles taken as run_gate_up takes its rows.
 __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
-  const uint32_t* routing = view_data<const uint32_t>(c, t.operand[3]);
-  if (!routing_in_range(routing, p, site)) return;
   const SpView& W = c.views[t.operand[0]];
   const uint32_t K = W.cols, Im = p.expert_rows, stride = warps_per_block();
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + projection_smem_bytes(K));
+  start_routing_copy(view_data<const uint32_t>(c, t.operand[3]), p, slots);
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, view_data<const bf16>(c, t.operand[2]),
-                                   *c.params, smem, nullptr);
+                                   *c.params, smem, nullptr);  // waits for the slots' copy too
+  if (!routing_in_range(slots, p, site)) return;
   const bf16* w = view_data<const bf16>(c, t.operand[0]);
   bf16* act = view_data<bf16>(c, t.operand[4]);
   const size_t act_stride = c.views[t.operand[4]].row_stride;
   for_row_groups<kGateUpGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t t0) {
     const bf16* rows[2 * R];  // gate and up of each tile
     for (int i = 0; i < R; ++i) {
-      const uint32_t tile = t0 + i * stride, expert = load_data(routing + 2 * (tile / Im));
-      rows[2 * i] = w + (size_t(expert) * 2 * Im + tile % Im) * W.row_stride;
+      const uint32_t tile = t0 + i * stride;
+      rows[2 * i] = w + (size_t(slots[tile / Im].expert) * 2 * Im + tile % Im) * W.row_stride;
       rows[2 * i + 1] = rows[2 * i] + size_t(Im) * W.row_stride;
     }
     float dots[2 * R];
@@ -94,22 +105,23 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
   });
 }
 
-// The routed experts' down rows summed into the residual (ops/moe.h expert_down_rows): the k
-// activation rows staged in shared memory, then each warp's rows one by one, the slots' dots
-// of a row in flight together (each expert's row against its slot's activations), added to the
-// row's sum in slot order.
+// The routed experts' down rows summed into the residual (ops/moe.h expert_down_rows): the
+// routing and the k activation rows staged in shared memory, then each warp's rows one by one,
+// the slots' dots of a row in flight together (each expert's row against its slot's
+// activations), added to the row's sum in slot order.
 __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
-  const uint32_t* routing = view_data<const uint32_t>(c, t.operand[2]);
-  if (!routing_in_range(routing, p, site)) return;
   const SpView& W = c.views[t.operand[0]];
   const uint32_t Im = p.expert_rows, H = W.rows / p.experts, a_stride = expert_act_stride(Im);
-  bf16* a = reinterpret_cast<bf16*>(smem + kTileScratchBytes);
+  bf16* a = reinterpret_cast<bf16*>(smem + expert_down_act_offset(p.slots));
   const bf16* act = view_data<const bf16>(c, t.operand[1]);
   const size_t act_stride = c.views[t.operand[1]].row_stride;
   for (uint32_t s = 0; s < p.slots; ++s) stage_to_shared<Src::Data>(act + s * act_stride, a + s * a_stride, Im);
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
+  start_routing_copy(view_data<const uint32_t>(c, t.operand[2]), p, slots);
   cp_async_wait_all();
   __syncthreads();
+  if (!routing_in_range(slots, p, site)) return;
   const bf16* w = view_data<const bf16>(c, t.operand[0]);
   bf16* hidden = view_data<bf16>(c, t.operand[3]);
   for (uint32_t r = t.tile_begin + warp_id(); r < t.tile_end; r += warps_per_block()) {
@@ -118,12 +130,12 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
       const bf16* rows[R];
       const bf16* acts[R];
       for (int i = 0; i < R; ++i) {
-        rows[i] = w + (size_t(load_data(routing + 2 * (s0 + i))) * H + r) * W.row_stride;
+        rows[i] = w + (size_t(slots[s0 + i].expert) * H + r) * W.row_stride;
         acts[i] = a + (s0 + i) * a_stride;
       }
       float y[R];
       warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, acts, Im, y);
-      for (int i = 0; i < R; ++i) m = m + rounded(__uint_as_float(load_data(routing + 2 * (s0 + i) + 1)) * rounded(y[i]));
+      for (int i = 0; i < R; ++i) m = m + rounded(slots[s0 + i].weight * rounded(y[i]));
     });
     if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + r)) + rounded(m));
   }

@@ -31,10 +31,11 @@ SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
 // Expert e's place in the choice: how many experts route before it. The k experts of places
 // 0..k-1 are the top k of the logits (their order is the softmax's, so the probabilities' top
 // k), in the choice order (HF's torch.topk order). Each expert's place alone, so a device tile
-// finds them all at once.
-SP_HDI uint32_t route_place(const float* logits, uint32_t E, uint32_t e) {
+// finds them all at once; a count, so it may be summed from parts: the experts j = first,
+// first + step, … (a warp's lanes each count their share).
+SP_HDI uint32_t route_place(const float* logits, uint32_t E, uint32_t e, uint32_t first = 0, uint32_t step = 1) {
   uint32_t place = 0;
-  for (uint32_t j = 0; j < E; ++j) place += routes_before(logits[j], j, logits[e], e);
+  for (uint32_t j = first; j < E; j += step) place += routes_before(logits[j], j, logits[e], e);
   return place;
 }
 

@@ -143,12 +143,12 @@ constexpr const char* sp_opcode_name(uint32_t op) {
 #undef SP_OP_NAME_
 }
 
-// The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV: one); 0 for
-// any other opcode, which is no projection.
+// The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV and ROUTER,
+// whose rows are a GEMV's: one); 0 for any other opcode, which is no projection.
 #ifdef __CUDACC__
 __host__ __device__
 #endif
 inline uint32_t sp_projection_matrices(uint32_t op) {
-  return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV ? 1u : 0u;
+  return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV || op == SP_OP_ROUTER ? 1u : 0u;
 }
 #endif

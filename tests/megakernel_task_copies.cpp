@@ -7,6 +7,8 @@
 #include <random>
 
 #include "executors_fixture.h"
+#include "host/graph_builder.h"
+#include "host/model_weights.h"
 #include "megakernel/task_copies.h"
 #include "megakernel/task_smem.h"
 #include "megakernel/tile_layout.h"
@@ -54,6 +56,24 @@ TEST_CASE("a projection task's copy is its rows of each matrix, one after the ot
     ++copied;
   }
   CHECK(copied > 10);
+}
+
+TEST_CASE("MoE: a router task's copy is its rows of the router; a routed expert task has none") {
+  BuildOptions o;
+  o.context = 16;
+  const Graph g = build_decode_graph(load_model("synthetic:tiny-moe"), o);
+  size_t routers = 0;
+  for (const SpTask& t : g.tasks) {
+    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true, 0});
+    if (t.op == SP_OP_EXPERT_GATE_UP || t.op == SP_OP_EXPERT_DOWN) CHECK(c.bytes == 0);
+    if (t.op != SP_OP_ROUTER) continue;
+    const SpView& W = g.views[t.operand[0]];
+    REQUIRE(c.spans == 1);
+    check_span(c.span[0], W.arena, sp_view_offset(W) + uint64_t(t.tile_begin) * W.row_stride * 2u, rows_bytes(t, W));
+    CHECK(c.bytes == rows_bytes(t, W));
+    ++routers;
+  }
+  CHECK(routers > 0);
 }
 
 // What ahead_place relies on: the next task's copy, wherever it lies from its `at` on, is clear of
