@@ -66,8 +66,10 @@ struct MegakernelTuning {
   // copies); a task whose weights are larger reads them from global memory. 0 = never. 128 KB
   // (qwen3-0.6b's GATE_UP tasks too) measured 3-4% faster than 64 KB on qwen3-0.6b at positions
   // 1 to 4096 once the tiles read the copy with warp_dot_rows_shared (docs/JOURNAL.md,
-  // eighteenth session; 64 KB was best with the generic dot); no qwen3-8b task is that small.
-  uint32_t weight_preload_bytes = 128u << 10;
+  // eighteenth session; 64 KB was best with the generic dot); 192 KB takes qwen3-30b-a3b's
+  // q/k/v tasks (160 KB) too, 1.5% faster there and the same on qwen3-0.6b and qwen3-8b, whose
+  // tasks are under 128 KB or over 192 (docs/EXPERIMENTS.md, "MoE (issue 59)").
+  uint32_t weight_preload_bytes = 192u << 10;
   // Two-hop build: a task whose copy takes at least this many bytes may have it started during
   // the wait of the block's task before, once its record is in, where that task leaves shared
   // memory free (tile_layout.h ahead_place); 0 = never. 1 KB (every copy) made qwen3-0.6b's
