@@ -173,6 +173,12 @@ std::vector<cuda::StagedTask> staged_tasks(const Graph& g, const std::vector<cud
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
     });
+    const OpcodeOperands ops = opcode_operands(s.t.op);
+    for (uint32_t k = 0; k < SP_TASK_OPERANDS; ++k)
+      if (ops.operand[k].kind == OperandKind::Params) {  // one at most (tests/tasks_op_decls.cpp)
+        s.params = g.op_params[s.t.operand[k]];
+        s.t.operand[k] = 0;
+      }
     if (s.t.op == SP_OP_MLP) s.views[2].row_stride = cuda::kPieceMajorStride;  // repack_down_weights
   }
   return staged;

@@ -82,13 +82,15 @@ struct TaskCopy {
   ArenaSpan span[3];
 };
 
-// A task's record with its view operands renumbered 0..7 and those views beside it, as the
-// host prepares them once (staged_tasks in cuda_executor.cpp): the persistent kernel copies one
-// to shared memory in a single round trip (whole 16-byte pieces), and the tiles read everything
-// from there.
+// A task's record with its view operands renumbered 0..7 and those views beside it, and its
+// parameter record (operand renumbered 0), as the host prepares them once (staged_tasks in
+// cuda_executor.cpp): the persistent kernel copies one to shared memory in a single round trip
+// (whole 16-byte pieces), and the tiles read everything from there. Read from the graph's table
+// instead, every field a tile reads after a barrier is another load from the L2.
 struct alignas(16) StagedTask {
   SpTask t;
   SpView views[SP_TASK_OPERANDS];
+  SpOpParams params;
   L2Prefetch prefetch;  // weights of a later stage this task asks the L2 for (l2_prefetch.h)
   TaskCopy copy;        // two-hop build: its weights copied into shared memory (none: bytes 0)
   uint32_t tile_smem;   // two-hop build: the dynamic shared memory its tile uses besides that copy

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     const uint32_t bar = smem_address(&s_record_bar[buffer]), next_bar = smem_address(&s_record_bar[buffer ^ 1]);
     mbar_wait(bar, (s_d.record_phase >> buffer) & 1u);
     StagedTask& staged = s_staged[buffer];
-    const TileContext ctx{&s_params, staged.views, s_arenas, g.ctx.state, g.ctx.op_params};
+    const TileContext ctx{&s_params, staged.views, s_arenas, g.ctx.state, &staged.params};
     if (threadIdx.x == 0) {
       const uint64_t claimed_ns = global_timer_ns();
       s_d.next_requested = s_next.kind == kClaimTask;
