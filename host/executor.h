@@ -63,12 +63,10 @@ struct MegakernelTuning {
   uint32_t attn_score_bytes = 0, attn_kv_bytes = 0;
 
   // Shared memory a projection task's weights may take, copied in before its wait (bulk
-  // copies); a task whose weights are larger reads them from global memory. 0 = never. 128 KB
-  // (qwen3-0.6b's GATE_UP tasks too) measured 3-4% faster than 64 KB on qwen3-0.6b at positions
-  // 1 to 4096 once the tiles read the copy with warp_dot_rows_shared (docs/JOURNAL.md,
-  // eighteenth session; 64 KB was best with the generic dot); 192 KB takes qwen3-30b-a3b's
-  // q/k/v tasks (160 KB) too, 1.5% faster there and the same on qwen3-0.6b and qwen3-8b, whose
-  // tasks are under 128 KB or over 192 (docs/EXPERIMENTS.md, "MoE (issue 59)").
+  // copies); a task whose weights are larger reads them from global memory. 0 = never. 192 KB
+  // holds qwen3-0.6b's GATE_UP tasks and qwen3-30b-a3b's q/k/v tasks (160 KB), whose copies make
+  // them faster, and leaves room for the tile within the two-hop build's shared memory; no
+  // qwen3-8b projection task is that small (measured: docs/EXPERIMENTS.md).
   uint32_t weight_preload_bytes = 192u << 10;
   // Two-hop build: a task whose copy takes at least this many bytes may have it started during
   // the wait of the block's task before, once its record is in, where that task leaves shared
