@@ -76,13 +76,24 @@ void check_supported(const Graph& g) {
 
 // Shared 16-byte vectors the graph's tiles need: the bf16 each op stages, 8 a vector (its
 // declaration's staged_input: a projection's or a GEMV piece's input, an MLP member's normed
-// hidden state and activations), or an attention warp's normed head (one element a word). The
-// opcodes are checked first (check_supported).
+// hidden state and activations, the MoE tiles' inputs and routing words), or an attention
+// warp's normed head (one element a word). The opcodes are checked first (check_supported).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
-  for (const SpTask& t : g.tasks)  // staged inputs are rows, at most kMaxRowLength + a piece
+  // Staged inputs are rows of at most kMaxRowLength (+ a piece), or an MoE tile's at most 4096
+  // slots' rows and words: their vectors fit in 32 bits.
+  for (const SpTask& t : g.tasks)
     vecs = uint32_t(std::max<uint64_t>(vecs, (op_decl(t.op)->staged_input(g, t) + 7) / 8));
   return std::max(vecs, 1u);
+}
+
+// The opcodes of the graph's tasks, a bit each: the shader compiles only their tiles
+// (GRAPH_OPS in persistent.comp). The opcodes are checked first (check_supported).
+uint32_t graph_ops(const Graph& g) {
+  static_assert(SP_OP_COUNT_ <= 32, "an opcode is a bit of a 32-bit specialization constant");
+  uint32_t ops = 0;
+  for (const SpTask& t : g.tasks) ops |= 1u << t.op;
+  return ops;
 }
 
 // The butterfly's shuffle width: the subgroup size capped at a logical warp, or the tuning's.
@@ -162,6 +173,17 @@ std::vector<VulkanStagedTask> staged_tasks(const Graph& g, const std::vector<vk:
   return staged;
 }
 
+// The params buffer: the graph params, then the op parameter records (tasks/op_params.h), which
+// the shaders read by index past them (op_param in shaders/memory.glsl).
+std::vector<uint32_t> params_words(const Graph& g) {
+  static_assert(sizeof(SpGraphParams) % 16 == 0 && sizeof(SpOpParams) % 16 == 0, "records of whole 16-byte vectors");
+  std::vector<uint32_t> words((sizeof(SpGraphParams) + g.op_params.size() * sizeof(SpOpParams)) / 4);
+  std::memcpy(words.data(), &g.params, sizeof(SpGraphParams));
+  if (!g.op_params.empty())
+    std::memcpy(words.data() + sizeof(SpGraphParams) / 4, g.op_params.data(), g.op_params.size() * sizeof(SpOpParams));
+  return words;
+}
+
 }  // namespace
 
 struct VulkanExecutor::Device {
@@ -237,7 +259,7 @@ struct VulkanExecutor::Device {
   // counters and the control block with `workers` held slots.
   void upload_graph(const Graph& g, uint32_t workers) {
     tasks = upload(staged_tasks(g, arenas), "the task table");
-    params = upload(std::vector<SpGraphParams>{g.params}, "the graph params");
+    params = upload(params_words(g), "the graph and op params");
     counters = zeroed(uint64_t(g.num_counters()) * 4, "the counters");
     control_bytes = sizeof(VulkanControl) + uint64_t(workers) * sizeof(VulkanHeld);
     control = zeroed(control_bytes, "the control block");
@@ -348,7 +370,8 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   // The module that traces SM ids where the device can run it (its capability needs the extension).
   d.pipeline = std::make_unique<vk::ComputePipeline>(
       d.ctx, traits.sm_builtins ? shaders::persistent_sm_ids() : shaders::persistent(), uint32_t(sizeof(VulkanPush)),
-      std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_, poll_by_load_ ? 1u : 0u, dot_unroll_, attn_unroll_});
+      std::vector<uint32_t>{warps_ * kLanes, vecs, shuffle_width_, poll_by_load_ ? 1u : 0u, dot_unroll_, attn_unroll_,
+                            graph_ops(g)});
   d.calibrate_clock();
   const double spin_ms = std::min(traits.lavapipe() ? kLavapipeLongestSpinMs : kLongestSpinMs, opt.watchdog_ms / 4.0);
   d.spin_ticks = uint32_t(std::clamp(spin_ms * 1e6 * d.ticks_per_ns, 0.0, double(UINT32_MAX)));

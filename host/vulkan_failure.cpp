@@ -22,6 +22,9 @@ std::string failure_message(const VulkanControl& c, const Graph& g) {
     case kVkFailTaskTooLong:
       return task + ": its tile needs up to " + value + " loop iterations, more than one dispatch may take on this "
              "device (" + target + "); split it into smaller tasks";
+    case kVkFailExpertRange:
+      return task + ": routing slot " + std::to_string(c.failure_slot) + " names expert " + value + ", not one of the " +
+             target + " (does a router write the routing?)";
   }
   return task + ": unknown device failure " + std::to_string(c.failure_kind);
 }

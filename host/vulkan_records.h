@@ -16,6 +16,7 @@ enum VulkanFailureKind : uint32_t {
   kVkFailPositionRange = 3,  // value: the position, target: the KV capacity
   kVkFailStepRange = 4,      // value: the step, target: the out-token slots
   kVkFailTaskTooLong = 5,    // value: the task's loop cost, target: one dispatch's budget
+  kVkFailExpertRange = 6,    // slot: the routing slot, value: its expert, target: the experts
 };
 
 // What a dispatch does (VulkanPush::mode).
@@ -49,7 +50,7 @@ struct VulkanStagedTask {
 // Push constants of every dispatch of the persistent shader: where everything is.
 struct VulkanPush {
   uint64_t tasks;       // VulkanStagedTask[n_tasks]
-  uint64_t params;      // SpGraphParams
+  uint64_t params;      // SpGraphParams, then the graph's SpOpParams records
   uint64_t state;       // the STATE arena (tasks/step_state.h)
   uint64_t counters;    // u32 per counter, never reset
   uint64_t control;     // VulkanControl, then one VulkanHeld per worker
@@ -67,9 +68,10 @@ struct VulkanControl {
   uint32_t ticket;  // next ticket to claim
   uint32_t abort;   // raised with the first failure
   uint32_t failure_kind, failure_task, failure_step, failure_value, failure_target;
+  uint32_t failure_slot;    // the routing slot of kVkFailExpertRange
   uint32_t loop_limit_hit;  // a worker's loops were cut short: the dispatch's work is undefined
   uint32_t clock_lo, clock_hi;  // kVkModeClockProbe's reading
-  uint32_t reserved[6];
+  uint32_t reserved[5];
 };
 
 // A worker's claim that waited longer than its dispatch's budget allowed: the next dispatch

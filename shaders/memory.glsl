@@ -47,6 +47,12 @@ void stage_params() {
 
 uint param(uint word) { return s_params[word / 4u][word % 4u]; }
 
+// Word `word` of op parameter record `record` (tasks/op_params.h), which the host puts after the
+// graph params; read from the buffer by the tasks that name one.
+uint op_param(uint record, uint word) {
+  return pc.params.v[SP_PARAMS_VECS + record * SP_OP_PARAMS_VECS + word / 4u][word % 4u];
+}
+
 // An operand view resolved to a device address (VulkanView, host/vulkan_records.h).
 struct View {
   uint64_t addr;

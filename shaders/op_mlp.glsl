@@ -24,12 +24,7 @@ void mlp_piece(View Wg, View Wu, View Wd, View partials, uint H, uint P, uint in
     [[unroll]] for (uint e = 0u; e < 2u; ++e) {
       const uint r = c0 + 2u * q + e;
       const uint64_t rows[DOT_ROWS] = uint64_t[](row_address(Wg, r, 2u), row_address(Wu, r, 2u));
-      float acc[DOT_ROWS];
-      lane_dot_rows(rows, 0u, H, gu_vec, acc);
-      precise float g = rounded(warp_sum(acc[0]));
-      precise float u = rounded(warp_sum(acc[1]));
-      precise float y = rounded(pm_silu(g)) * u;
-      word |= f32_to_bf16(y) << (16u * e);
+      word |= swiglu_rows(rows, 0u, H, gu_vec) << (16u * e);
     }
     if (first + warp() < pairs && lane() == 0u) set_shared_word(base / 2u + q, word);
   }

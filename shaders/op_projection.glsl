@@ -246,6 +246,18 @@ uint cost_gemv_piece(Task t) {
          trips(rows, gl_WorkGroupSize.x) * max(t.operand[7] & 0xFFFFu, 1u);
 }
 
+// GATE_UP's activation of a gate row and an up row (rows[0], rows[1]) against the input staged
+// from element `base` on: r(r(silu(g)) · u), g and u their rounded dots, as bf16 bits in every
+// lane.
+uint swiglu_rows(uint64_t rows[DOT_ROWS], uint base, uint K, bool vec) {
+  float acc[DOT_ROWS];
+  lane_dot_rows(rows, base, K, vec, acc);
+  precise float g = rounded(warp_sum(acc[0]));
+  precise float u = rounded(warp_sum(acc[1]));
+  precise float y = rounded(pm_silu(g)) * u;
+  return f32_to_bf16(y);
+}
+
 // Operands: 0 Wg, 1 Wu, 2 x, 3 norm, 4 out. A warp reads its row of Wg and of Wu together.
 void run_gate_up(Task t) {
   const View Wg = load_view(t.operand[0]), Wu = load_view(t.operand[1]);
@@ -257,14 +269,8 @@ void run_gate_up(Task t) {
     const uint r = first + warp(), last = t.tile_end - 1u;
     const bool valid = r < t.tile_end;  // a warp past the last row reads the last again and writes nothing
     const uint64_t rows[DOT_ROWS] = uint64_t[](row_address(Wg, min(r, last), 2u), row_address(Wu, min(r, last), 2u));
-    float acc[DOT_ROWS];
-    lane_dot_rows(rows, 0u, K, vec, acc);
-    precise float g = rounded(warp_sum(acc[0]));
-    precise float u = rounded(warp_sum(acc[1]));
-    if (valid && lane() == 0u) {
-      precise float y = rounded(pm_silu(g)) * u;
-      act.h[r] = uint16_t(f32_to_bf16(y));
-    }
+    const uint y = swiglu_rows(rows, 0u, K, vec);
+    if (valid && lane() == 0u) act.h[r] = uint16_t(y);
   }
 }
 

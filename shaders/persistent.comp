@@ -35,6 +35,15 @@
 #include "op_attention.glsl"
 #include "op_embed_sample.glsl"
 #include "op_mlp.glsl"
+#include "op_moe.glsl"
+
+// The opcodes of the graph's tasks, a bit each, set by the host: the dispatch below compiles
+// only their tiles. Lavapipe runs the code of every op a task does not take too, its
+// invocations masked off, so every op compiled in slows every task (with all of them, the
+// dense tiny model's steps took three times as long there as with its own ops') and adds its
+// loops to what each task takes of the loop limit (TASK_LOOP_OVERHEAD).
+layout(constant_id = 6) const uint GRAPH_OPS = 0xFFFFFFFFu;
+bool graph_has(uint op) { return (GRAPH_OPS & (1u << op)) != 0u; }
 
 // The op dispatch, generated from tasks/opcodes.h (gen_constants.cpp). Opcodes are checked on
 // the host before a run.
@@ -48,9 +57,11 @@ uint task_cost(Task t) {
 
 // What lavapipe 22.3 counted against an invocation's loop limit, measured on the tiny model:
 // each counted iteration up to about twice over (loops that hold barriers are restructured),
-// plus 40 to 60 per task in the worker loop's own code.
+// plus, per task, one back-edge for every loop of the graph's ops' tiles (GRAPH_OPS) that the
+// task does not run, entered with every invocation masked off: about 84 loops once inlined
+// with every op's tile, a count the overhead must stay above as ops are added.
 const uint LOOP_COST_SCALE = 2u;
-const uint TASK_LOOP_OVERHEAD = 64u;
+const uint TASK_LOOP_OVERHEAD = 128u;
 // Polls per counted round of a wait: unrolled, they cost the loop limit nothing.
 const uint POLLS_PER_ROUND = 16u;
 
@@ -125,7 +136,7 @@ bool stage_and_wait(uint ticket, bool aborted, inout uint used, inout uint known
   // Without a budget (GPUs) the task's cost is of no use: its reads are skipped.
   const uint cost = pc.budget == SP_NO_BUDGET ? 0u : TASK_LOOP_OVERHEAD + LOOP_COST_SCALE * task_cost(t);
   if (cost > pc.budget) {
-    report_failure(SP_FAIL_TASK_TOO_LONG, task, step, cost, pc.budget);
+    report_failure(SP_FAIL_TASK_TOO_LONG, task, step, cost, pc.budget, 0u);
     return false;
   }
   if (used + cost > pc.budget) {

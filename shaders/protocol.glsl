@@ -79,13 +79,15 @@ uint claim_ticket() { return atomicAdd(pc.control.w[SP_CONTROL_ticket], 1u); }
 bool run_aborted() { return poll_word(pc.control, SP_CONTROL_abort) != 0u; }
 
 // The first failure is recorded and raises the abort flag, which every worker checks; later
-// ones (often consequences of the first) are dropped.
-void report_failure(uint kind, uint task, uint step, uint value, uint target) {
+// ones (often consequences of the first) are dropped. `slot`: the routing slot of an expert
+// out of range, else 0.
+void report_failure(uint kind, uint task, uint step, uint value, uint target, uint slot) {
   if (atomicCompSwap(pc.control.w[SP_CONTROL_failure_kind], 0u, kind) == 0u) {
     pc.control.w[SP_CONTROL_failure_task] = task;
     pc.control.w[SP_CONTROL_failure_step] = step;
     pc.control.w[SP_CONTROL_failure_value] = value;
     pc.control.w[SP_CONTROL_failure_target] = target;
+    pc.control.w[SP_CONTROL_failure_slot] = slot;
   }
   atomicExchange(pc.control.w[SP_CONTROL_abort], 1u);
 }
@@ -95,25 +97,27 @@ void report_failure(uint kind, uint task, uint step, uint value, uint target) {
 shared uint s_task, s_step, s_position;
 
 // A tile's operand is out of range: invocation 0 records it; the caller skips the writes.
-void fail_task(uint kind, uint value, uint target) {
-  if (invocation() == 0u) report_failure(kind, s_task, s_step, value, target);
+void fail_task(uint kind, uint value, uint target, uint slot) {
+  if (invocation() == 0u) report_failure(kind, s_task, s_step, value, target, slot);
 }
+void fail_task(uint kind, uint value, uint target) { fail_task(kind, value, target, 0u); }
 
 // Whether this tile is the group's last of the step to arrive, for every invocation.
 shared uint s_last_arrival;
 
-// Counts the tile in on word `kv` of an arrivals view (ops/arrivals.h arrive_last): true, in every
-// invocation, for the step's last tile of the group, which resets the count. A relaxed atomic
-// between device-scope barriers, as the protocol's counters (above: lavapipe breaks
-// atomics with memory semantics in divergent control flow): the first releases every
-// invocation's partials; the second, only in the last tile (the others read nothing more of
-// the group), acquires the other tiles' for the merge. Attention's merge and the MLP gangs' sum
-// use it. Call in uniform control flow.
-bool arrived_last(uint64_t arrivals, uint kv, uint used) {
+// Counts `done` finished tiles in on word `kv` of an arrivals view (ops/arrivals.h arrive_last):
+// true, in every invocation, for the task that brings the count to the step's `used` tiles of
+// the group, which resets the count. A relaxed atomic between device-scope barriers, as the
+// protocol's counters (above: lavapipe breaks atomics with memory semantics in divergent
+// control flow): the first releases every invocation's partials; the second, only in the last
+// task (the others read nothing more of the group), acquires the other tasks' for the merge.
+// Attention's merge, the MLP gangs' sum, the GEMV pieces' sum and the router's routing use it.
+// Call in uniform control flow.
+bool arrived_last(uint64_t arrivals, uint kv, uint done, uint used) {
   sync_buffers();
   if (invocation() == 0u) {
     Words count = Words(arrivals);
-    s_last_arrival = atomicAdd(count.w[kv], 1u) + 1u == used ? 1u : 0u;
+    s_last_arrival = atomicAdd(count.w[kv], done) + done == used ? 1u : 0u;
     if (s_last_arrival != 0u)
       atomicStore(count.w[kv], 0u, gl_ScopeDevice, gl_StorageSemanticsNone, gl_SemanticsRelaxed);
   }
@@ -122,5 +126,6 @@ bool arrived_last(uint64_t arrivals, uint kv, uint used) {
   sync_buffers();
   return true;
 }
+bool arrived_last(uint64_t arrivals, uint kv, uint used) { return arrived_last(arrivals, kv, 1u, used); }
 
 #endif

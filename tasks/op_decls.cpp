@@ -1,5 +1,6 @@
 #include "tasks/op_decls.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -151,19 +152,41 @@ void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
 
 uint64_t tiles(const SpTask& t) { return t.tile_end - t.tile_begin; }
 
+// The MoE record that operand k names (checked by moe_params).
+const SpMoeParams& moe_record(const Graph& g, const SpTask& t, uint32_t k) {
+  return sp_op_record<SpMoeParams>(g.op_params[t.operand[k]]);
+}
+
 uint64_t expert_gate_up_bytes(const Graph& g, const SpTask& t) {
   return 2 * tiles(t) * g.views[t.operand[0]].cols * sizeof(uint16_t);
 }
 
 uint64_t expert_down_bytes(const Graph& g, const SpTask& t) {
-  const SpMoeParams& p = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);
-  return tiles(t) * p.slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
+  return tiles(t) * moe_record(g, t, 4).slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
 }
 
 // A projection stages its (normed) input: the columns of its first operand.
 uint64_t row_input(const Graph& g, const SpTask& t) { return g.views[t.operand[0]].cols; }
 // An MLP member stages the normed hidden state and its activations.
 uint64_t mlp_input(const Graph& g, const SpTask& t) { return g.views[t.operand[2]].rows + tiles(t); }
+// The MoE tiles also stage 32-bit words, each in the room of two elements, after rows staged
+// in whole octets (8 elements).
+uint64_t octets(uint64_t elements) { return (elements + 7) / 8 * 8; }
+// The router stages its normed input; the task that routes then holds the E logits and the k
+// chosen experts in the same memory, a word each.
+uint64_t router_input(const Graph& g, const SpTask& t) {
+  const SpMoeParams& p = moe_record(g, t, 6);
+  return std::max(octets(row_input(g, t)), 2 * (uint64_t(p.experts) + p.slots));
+}
+// The routed experts' gate and up rows: the normed input, then the k slots {expert, weight}.
+uint64_t expert_gate_up_input(const Graph& g, const SpTask& t) {
+  return octets(row_input(g, t)) + 4 * uint64_t(moe_record(g, t, 5).slots);
+}
+// Their down rows: the k slots' activation rows, then the slots.
+uint64_t expert_down_input(const Graph& g, const SpTask& t) {
+  const SpMoeParams& p = moe_record(g, t, 4);
+  return p.slots * (octets(p.expert_rows) + 4);
+}
 uint64_t none(const Graph&, const SpTask&) { return 0; }
 
 const OpDecl kEmbed{{{{K::View, "table"}, {K::View, "out", true}}}, check_embed, nullptr, none};
@@ -189,13 +212,13 @@ const OpDecl kGemvPiece{{{{K::View, "W"}, {K::View, "x"}, {K::View, "out", true}
                         check_gemv_piece, nullptr, row_input};
 const OpDecl kRouter{{{{K::View, "W"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "logits", true},
                        {K::View, "routing", true}, {K::View, "arrivals", true}, {K::Params, "params"}}},
-                     check_router, nullptr, row_input};
+                     check_router, nullptr, router_input};
 const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::View, "norm"}, {K::View, "routing"},
                              {K::View, "act", true}, {K::Params, "params"}}},
-                           check_expert_gate_up, expert_gate_up_bytes, row_input};
+                           check_expert_gate_up, expert_gate_up_bytes, expert_gate_up_input};
 const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                            {K::View, "hidden", true}, {K::Params, "params"}}},
-                         check_expert_down, expert_down_bytes, none};
+                         check_expert_down, expert_down_bytes, expert_down_input};
 
 }  // namespace
 

@@ -46,9 +46,10 @@ struct OpDecl {
   // the same count whichever they are), or nullptr for an op without routed operands. Its
   // other weights are its views' (host/cli/graph_stats.h counts both).
   uint64_t (*routed_weight_bytes)(const Graph& g, const SpTask& t);
-  // bf16 elements of input the op's tiles stage in shared memory, 0 for none: what the Vulkan
-  // executor sizes the shaders' shared vectors by (the CUDA tiles' layouts, with their other
-  // buffers, are megakernel/task_smem.cpp's).
+  // bf16 elements of input the op's tiles stage in shared memory (with the room of the 32-bit
+  // words the MoE tiles keep there, two elements a word), 0 for none: what the Vulkan executor
+  // sizes the shaders' shared vectors by (the CUDA tiles' layouts, with their other buffers,
+  // are megakernel/task_smem.cpp's).
   uint64_t (*staged_input)(const Graph& g, const SpTask& t);
 };
 

@@ -15,7 +15,6 @@
 #include "host/graph_builder.h"
 #include "tests/executors_fixture.h"
 
-inline const std::vector<std::string> kHfDenseFixtures = {"qwen3-tiny", "qwen3-tiny-tied"};
 inline const std::vector<std::string> kHfFixtures = {"qwen3-tiny", "qwen3-tiny-tied", "qwen3-moe-tiny",
                                                      "qwen3-moe-tiny-fused"};
 

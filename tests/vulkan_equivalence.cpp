@@ -165,6 +165,43 @@ TEST_CASE("vulkan: the default dot unroll is the deepest whose trip fits in the 
   }
 }
 
+// The MoE tiles: the router's logits and its choice of experts (the last of its tasks to arrive
+// routes), the routed gate-and-up and down rows. The router in one task and in three (three rows
+// a task, expert tasks across two slots' rows), warps past a task's last row included; 8 warps
+// (lavapipe's slowest) on the first graph only.
+TEST_CASE("vulkan: tiny-moe greedy decode equals the sequential reference at 1 and 3 workgroups, the router in 1 or 3 tasks") {
+  const ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  for (uint32_t rows_per_tile : {0u, 3u}) {
+    o.rows_per_tile = rows_per_tile;
+    const Graph g = build_decode_graph(w, o);
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+    for (const auto& [warps, workers] : {std::pair{1u, 1u}, {1u, 3u}, {2u, 3u}, {8u, 3u}}) {
+      if (warps == 8 && rows_per_tile != 0) continue;
+      CAPTURE(rows_per_tile);
+      CAPTURE(warps);
+      CAPTURE(workers);
+      VulkanExecutor ex(g, w, vulkan_options(workers, {warps, 0}));
+      check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
+    }
+  }
+}
+
+TEST_CASE("vulkan: tiny-moe with its routing weights not renormalised (norm_topk_prob false) equals the sequential reference") {
+  ModelWeights w = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  const Decoded renormalised = run_decode(build_decode_graph(w, o), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  w.config.norm_topk_prob = false;
+  const Graph g = build_decode_graph(w, o);
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  CHECK(expect.logits != renormalised.logits);  // a shader that renormalised anyway would fail below
+  VulkanExecutor ex(g, w, vulkan_options(3));
+  check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
+}
+
 TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
   const ModelWeights w = load_model("synthetic:tiny-tied");
   BuildOptions b;

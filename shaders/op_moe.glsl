@@ -1,0 +1,219 @@
+// The MoE tiles (ops/moe.h, docs/numerics.md "MoE"), bit for bit the CPU reference's: the
+// router's rows are a GEMV's into f32 logits, and the task whose rows bring the arrivals word to
+// E routes the token; the routed experts' gate-and-up and down rows are the projections' warp
+// dots (op_projection.glsl) over the rows of the experts the routing names, found as the tile
+// runs. The tiles keep 32-bit words in g_vecs after what they stage (the host sizes it for them:
+// tasks/op_decls.cpp).
+#ifndef SP_OP_MOE_GLSL
+#define SP_OP_MOE_GLSL
+
+// The task's MoE record (SpMoeParams), named by its operand k.
+struct MoeParams {
+  uint experts, slots, expert_rows;
+  bool normalise;
+};
+
+MoeParams moe_params(Task t, uint k) {
+  const uint record = t.operand[k];
+  return MoeParams(op_param(record, SP_MOE_experts), op_param(record, SP_MOE_slots),
+                   op_param(record, SP_MOE_expert_rows), (op_param(record, SP_MOE_flags) & SP_MOE_NORMALISE) != 0u);
+}
+
+// ops/moe.h routes_before: whether expert i's logit a comes before expert j's b in the choice,
+// the larger first, the lower expert on a tie, a NaN after every number.
+bool routes_before(float a, uint i, float b, uint j) {
+  if (is_nan(a) || is_nan(b)) return is_nan(b) && (!is_nan(a) || i < j);
+  return a > b || (a == b && i < j);
+}
+
+// The routing of the task that completed the router's rows (ops/moe.h route), in shared words:
+// the E logits (then exp(logit − top) in place) and after them the k chosen experts. Each
+// invocation places its experts (route_place: a count of the experts that route before it, so
+// the places are a permutation and each of the first k is written once); every invocation then
+// sums the weights alike (route_weights: the sums in expert order, then in choice order), since
+// a loop over shared memory must take the same trips in all of them (workgroup.glsl), and
+// invocation 0 writes the slots {expert, weight rounded to bf16 as f32 bits}. Call in uniform
+// control flow.
+void route(uint64_t logits_addr, uint64_t routing_addr, MoeParams p) {
+  const uint E = p.experts, k = p.slots, n = gl_WorkGroupSize.x;
+  Words logits = Words(logits_addr);
+  for (uint j = 0u; j < trips(E, n); ++j) {
+    const uint e = j * n + invocation();
+    if (e < E) set_shared_word(e, logits.w[e]);
+  }
+  sync_shared();
+  for (uint j = 0u; j < trips(E, n); ++j) {
+    const uint e = min(j * n + invocation(), E - 1u);  // past the last expert: places it again, writes nothing
+    const float logit = uintBitsToFloat(shared_word(e));
+    uint place = 0u;
+    for (uint i = 0u; i < E; ++i) place += routes_before(uintBitsToFloat(shared_word(i)), i, logit, e) ? 1u : 0u;
+    if (j * n + invocation() < E && place < k) set_shared_word(E + place, e);
+  }
+  sync_shared();
+  const float top = uintBitsToFloat(shared_word(shared_word(E)));  // the first chosen's logit
+  sync_shared();  // read by every invocation before the logits are replaced
+  for (uint j = 0u; j < trips(E, n); ++j) {
+    const uint e = j * n + invocation();
+    if (e < E) {
+      precise float x = uintBitsToFloat(shared_word(e)) - top;
+      set_shared_word(e, floatBitsToUint(pm_exp(x)));
+    }
+  }
+  sync_shared();
+  precise float sum = 0.0;
+  for (uint e = 0u; e < E; ++e) {
+    precise float next = sum + uintBitsToFloat(shared_word(e));
+    sum = next;
+  }
+  precise float chosen_sum = 0.0;
+  for (uint s = 0u; s < k; ++s) {
+    precise float next = chosen_sum + exact_div(uintBitsToFloat(shared_word(shared_word(E + s))), sum);
+    chosen_sum = next;
+  }
+  Words routing = Words(routing_addr);
+  for (uint s = 0u; s < k; ++s) {
+    const uint e = shared_word(E + s);
+    precise float prob = exact_div(uintBitsToFloat(shared_word(e)), sum);
+    precise float weight = p.normalise ? exact_div(prob, chosen_sum) : prob;
+    if (invocation() == 0u) {
+      routing.w[2u * s] = e;
+      routing.w[2u * s + 1u] = f32_to_bf16(weight) << 16;
+    }
+  }
+}
+
+uint cost_route(MoeParams p) {
+  return trips(p.experts, gl_WorkGroupSize.x) * (p.experts + 3u) + p.experts + 2u * p.slots;
+}
+
+// The router's rows as a GEMV's: into f32 logits, without residual, argmax partial or split.
+Task router_rows(Task t) {
+  Task rows = t;
+  rows.operand[4] = SP_NO_VIEW;
+  rows.operand[5] = 0u;
+  rows.operand[7] = 0u;
+  return rows;
+}
+
+// Operands: 0 W, 1 x, 2 norm, 3 logits, 4 routing, 5 arrivals, 6 params. The task whose rows
+// bring the arrivals word to E (it resets it) routes, as CUDA's block_arrived_last.
+void run_router(Task t) {
+  const MoeParams p = moe_params(t, 6u);
+  run_gemv(router_rows(t));
+  if (arrived_last(load_view(t.operand[5]).addr, 0u, t.tile_end - t.tile_begin, p.experts))
+    route(load_view(t.operand[3]).addr, load_view(t.operand[4]).addr, p);
+}
+
+// Counted whether the task routes or not.
+uint cost_router(Task t) { return cost_gemv(router_rows(t)) + cost_route(moe_params(t, 6u)); }
+
+// Stages the k routing slots {expert, weight bits} as shared words from word `at` on, and checks
+// every slot's expert below E before any routed row is read (a graph whose routing no router
+// writes would read past the fused weights): where one is not, the first such slot is reported,
+// as ops/run_task.h routing_slots throws, and every invocation gets false. Call in uniform
+// control flow.
+bool stage_routing(uint64_t routing, uint at, MoeParams p) {
+  Words slots = Words(routing);
+  for (uint j = 0u; j < trips(2u * p.slots, gl_WorkGroupSize.x); ++j) {
+    const uint i = j * gl_WorkGroupSize.x + invocation();
+    if (i < 2u * p.slots) set_shared_word(at + i, slots.w[i]);
+  }
+  sync_shared();
+  uint bad = p.slots;
+  for (uint s = 0u; s < p.slots; ++s)
+    if (bad == p.slots && shared_word(at + 2u * s) >= p.experts) bad = s;
+  if (bad == p.slots) return true;
+  fail_task(SP_FAIL_EXPERT_RANGE, shared_word(at + 2u * bad), p.experts, bad);
+  return false;
+}
+
+uint cost_stage_routing(MoeParams p) { return trips(2u * p.slots, gl_WorkGroupSize.x) + p.slots; }
+
+// Slot s's expert and weight, staged from word `at` on.
+uint slot_expert(uint at, uint s) { return shared_word(at + 2u * s); }
+float slot_weight(uint at, uint s) { return uintBitsToFloat(shared_word(at + 2u * s + 1u)); }
+
+// Operands: 0 W (expert e's gate rows e·2Im .., its up rows Im further), 1 x, 2 norm, 3 routing,
+// 4 act, 5 params. Tile t is row t % Im of slot t / Im, a warp's tiles taken as run_gate_up
+// takes its rows. The slots follow the input's octets.
+void run_expert_gate_up(Task t) {
+  const MoeParams p = moe_params(t, 5u);
+  const View W = load_view(t.operand[0]), act = load_view(t.operand[4]);
+  const uint H = W.cols, Im = p.expert_rows, at = 4u * trips(H, DOT_VEC);
+  const bool vec = vec_readable(W.addr, W.stride, H);
+  stage_input(load_view(t.operand[1]).addr, load_view(t.operand[2]).addr, H);
+  if (!stage_routing(load_view(t.operand[3]).addr, at, p)) return;
+  for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
+    // a warp past the last tile reads the last again and writes nothing
+    const uint tile = min(first + warp(), t.tile_end - 1u), s = tile / Im, r = tile % Im;
+    const uint64_t gate = row_address(W, slot_expert(at, s) * 2u * Im + r, 2u);
+    const uint64_t rows[DOT_ROWS] = uint64_t[](gate, gate + 2ul * Im * W.stride);
+    const uint y = swiglu_rows(rows, 0u, H, vec);
+    if (first + warp() < t.tile_end && lane() == 0u) Halves(row_address(act, s, 2u)).h[r] = uint16_t(y);
+  }
+}
+
+// GATE_UP's loops (its operands 0, the rows, are the same) and the slots'.
+uint cost_expert_gate_up(Task t) { return cost_gate_up(t) + cost_stage_routing(moe_params(t, 5u)); }
+
+// Elements of g_vecs a slot's activation row takes (whole octets).
+uint slot_row_elements(uint Im) { return DOT_VEC * trips(Im, DOT_VEC); }
+
+// The k slots' activation rows of act [k, Im], slot s's from element s · slot_row_elements on
+// (zero past Im). Call in uniform control flow.
+void stage_slot_rows(View act, uint Im, uint k) {
+  const uint octets = trips(Im, DOT_VEC), n = k * octets;
+  const bool vec = vec_readable(act.addr, act.stride, Im);
+  for (uint j = 0u; j < trips(n, gl_WorkGroupSize.x); ++j) {
+    const uint i = j * gl_WorkGroupSize.x + invocation();
+    if (i < n) g_vecs[i] = data8(row_address(act, i / octets, 2u), DOT_VEC * (i % octets), Im, vec);
+  }
+  sync_shared();
+}
+
+// Operands: 0 W (expert e's down rows e·H ..), 1 act, 2 routing, 3 hidden (in place), 4 params.
+// A warp's rows as warp_rows gives them (run_gemv's); for each, the slots' dots in slot order,
+// m = Σ r(w_s · r(y_s)) from 0, and hidden = r(hidden + r(m)). The slots follow the rows.
+void run_expert_down(Task t) {
+  const MoeParams p = moe_params(t, 4u);
+  const View W = load_view(t.operand[0]);
+  const uint Im = p.expert_rows, H = W.rows / p.experts, at = p.slots * slot_row_elements(Im) / 2u;
+  const bool vec = vec_readable(W.addr, W.stride, Im);
+  stage_slot_rows(load_view(t.operand[1]), Im, p.slots);
+  if (!stage_routing(load_view(t.operand[2]).addr, at, p)) return;
+  Halves hidden = Halves(load_view(t.operand[3]).addr);
+  for (uint g = 0u; g < warp_row_groups(t); ++g) {
+    uint r[DOT_ROWS];
+    uint64_t first[DOT_ROWS];  // expert 0's rows; expert e's are e · H rows further
+    warp_rows(W, t, g, r, first);
+    float m[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) m[i] = 0.0;
+    for (uint s = 0u; s < p.slots; ++s) {
+      const uint64_t offset = 2ul * uint64_t(slot_expert(at, s) * H) * W.stride;
+      uint64_t rows[DOT_ROWS];
+      [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) rows[i] = first[i] + offset;
+      float acc[DOT_ROWS];
+      lane_dot_rows(rows, s * slot_row_elements(Im), Im, vec, acc);
+      [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+        precise float weighted = slot_weight(at, s) * rounded(warp_sum(acc[i]));
+        precise float sum = m[i] + rounded(weighted);
+        m[i] = sum;
+      }
+    }
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      if (r[i] < t.tile_end && lane() == 0u) {
+        precise float sum = bf16_to_f32(uint(hidden.h[r[i]])) + rounded(m[i]);
+        hidden.h[r[i]] = uint16_t(f32_to_bf16(sum));
+      }
+    }
+  }
+}
+
+uint cost_expert_down(Task t) {
+  const MoeParams p = moe_params(t, 4u);
+  const uint rows = trips(p.slots * trips(p.expert_rows, DOT_VEC), gl_WorkGroupSize.x);
+  return rows + cost_stage_routing(p) +
+         warp_row_groups(t) * p.slots * (trips(p.expert_rows, DOT_BLOCK * DOT_UNROLL) + 1u);
+}
+
+#endif
