@@ -39,9 +39,10 @@ __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoePar
 // The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
 // argmax or split, read from the persistent kernel's copy when it made one; the block whose
 // rows bring the arrivals word to E stages all E logits in shared memory and routes the token
-// as ops/moe.h route does, in shared memory: each warp places its experts (route_place, its
-// lanes counting a share of the experts each), every thread turns logits into exp(logit − top)
-// in place, thread 0 sums them into the weights (route_weights), and the slots are stored.
+// as ops/moe.h route does, in shared memory, each part spread so that no thread runs a long
+// chain: every expert's place counted by two lanes (route_place) at once, every logit turned into
+// exp(logit − top) in place, then warp 0's lanes each sum them alike (route_sum, the loads
+// vectorised ahead of the adds) and weigh a slot each (route_slot_weight), which they store.
 __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   SpTask rows = t;
@@ -51,27 +52,41 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
   rows.operand[7] = 0;           // no split
   run_gemv<false>(rows, c, smem, extras);
   if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
-  const uint32_t K = c.views[t.operand[0]].cols;
+  const uint32_t K = c.views[t.operand[0]].cols, E = p.experts;
   float* logits = reinterpret_cast<float*>(smem + router_logits_offset(K));
-  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, p.experts));
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, E));
   const float* written = view_data<const float>(c, t.operand[3]);
   __shared__ uint32_t s_first;
-  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = load_data(written + e);
+  for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = load_data(written + e);
   __syncthreads();
-  for (uint32_t e = warp_id(); e < p.experts; e += warps_per_block()) {
-    const uint32_t place = __reduce_add_sync(~0u, route_place(logits, p.experts, e, lane_id(), 32));
-    if (lane_id() == 0 && place < p.slots) slots[place].expert = e;
-    if (lane_id() == 0 && place == 0) s_first = e;
+  // A warp places 16 experts a round, two lanes each (uniform trips: `base` is the warp's).
+  for (uint32_t base = 16 * warp_id(); base < E; base += 16 * warps_per_block()) {
+    const uint32_t e = base + lane_id() / 2;
+    uint32_t place = route_place(logits, E, min(e, E - 1), lane_id() % 2, 2);
+    place += __shfl_xor_sync(~0u, place, 1);
+    if (lane_id() % 2 == 0 && e < E && place < p.slots) slots[place].expert = e;
+    if (lane_id() % 2 == 0 && e < E && place == 0) s_first = e;
   }
   __syncthreads();
   const float top = logits[s_first];
   __syncthreads();
-  for (uint32_t e = threadIdx.x; e < p.experts; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
+  for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
   __syncthreads();
-  if (threadIdx.x == 0) route_weights<float>(logits, p.experts, p.slots, p.flags & SP_MOE_NORMALISE, slots);
-  __syncthreads();
+  if (warp_id() != 0) return;
+  float sum = 0.0f;
+  uint32_t e = 0;
+#pragma unroll 8
+  for (; e + 4 <= E; e += 4) {  // router_logits_offset is 16-byte aligned
+    const float4 v = *reinterpret_cast<const float4*>(logits + e);
+    sum = sum + v.x;
+    sum = sum + v.y;
+    sum = sum + v.z;
+    sum = sum + v.w;
+  }
+  for (; e < E; ++e) sum = sum + logits[e];
   RoutingSlot* out = view_data<RoutingSlot>(c, t.operand[4]);
-  for (uint32_t s = threadIdx.x; s < p.slots; s += blockDim.x) out[s] = slots[s];
+  for (uint32_t s = lane_id(); s < p.slots; s += 32)
+    out[s] = {slots[s].expert, route_slot_weight<float>(logits, sum, p.slots, p.flags & SP_MOE_NORMALISE, slots, s)};
 }
 
 // The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of

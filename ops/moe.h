@@ -39,22 +39,29 @@ SP_HDI uint32_t route_place(const float* logits, uint32_t E, uint32_t e, uint32_
   return place;
 }
 
-// The chosen slots' weights, given each expert's ex[e] = exp(logits[e] − top) (top: the first
-// chosen's logit): softmax(logits)[e] = ex[e] / Z, Z summed in expert order, divided by the k
-// weights' sum (in choice order) when `normalise`, rounded to bf16.
+// The softmax's denominator Z given each expert's ex[e] = exp(logits[e] − top) (top: the first
+// chosen's logit): the ex summed in expert order.
 template <class Acc>
-SP_HDI void route_weights(const Acc* ex, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
+SP_HDI Acc route_sum(const Acc* ex, uint32_t E) {
   Acc sum = 0;
   for (uint32_t e = 0; e < E; ++e) sum = sum + ex[e];
-  Acc chosen_sum = 0;
-  for (uint32_t s = 0; s < k; ++s) chosen_sum = chosen_sum + ex[out[s].expert] / sum;
-  for (uint32_t s = 0; s < k; ++s) {
-    const Acc p = ex[out[s].expert] / sum;
-    out[s].weight = bf16_to_f32(to_bf16(normalise ? p / chosen_sum : p));
-  }
+  return sum;
 }
 
-// The token's k slots in choice order, each {expert, weight} (route_place, route_weights).
+// Slot s's weight given Z (route_sum): softmax(logits)[e] = ex[e] / Z, divided by the k chosen
+// weights' sum (in choice order) when `normalise`, rounded to bf16. Each slot's alone, so a device
+// tile weighs them all at once.
+template <class Acc>
+SP_HDI float route_slot_weight(const Acc* ex, Acc sum, uint32_t k, bool normalise, const RoutingSlot* slots,
+                               uint32_t s) {
+  const Acc p = ex[slots[s].expert] / sum;
+  if (!normalise) return bf16_to_f32(to_bf16(p));
+  Acc chosen_sum = 0;
+  for (uint32_t c = 0; c < k; ++c) chosen_sum = chosen_sum + ex[slots[c].expert] / sum;
+  return bf16_to_f32(to_bf16(p / chosen_sum));
+}
+
+// The token's k slots in choice order, each {expert, weight} (route_place, route_slot_weight).
 template <class Acc>
 void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingSlot* out) {
   for (uint32_t e = 0; e < E; ++e)
@@ -62,7 +69,8 @@ void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingS
   const Acc top = Acc(logits[out[0].expert]);
   std::vector<Acc> ex(E);
   for (uint32_t e = 0; e < E; ++e) ex[e] = pm_exp(Acc(logits[e]) - top);
-  route_weights(ex.data(), E, k, normalise, out);
+  const Acc sum = route_sum(ex.data(), E);
+  for (uint32_t s = 0; s < k; ++s) out[s].weight = route_slot_weight(ex.data(), sum, k, normalise, out, s);
 }
 
 // Router rows [r0, r1): logits[e] = r(Ŵ_e · n̂) (f32 holding bf16 values), as a GEMV's; the

@@ -30,7 +30,7 @@ bool routes_before(float a, uint i, float b, uint j) {
 // the E logits (then exp(logit − top) in place) and after them the k chosen experts. Each
 // invocation places its experts (route_place: a count of the experts that route before it, so
 // the places are a permutation and each of the first k is written once); every invocation then
-// sums the weights alike (route_weights: the sums in expert order, then in choice order), since
+// sums the weights alike (route_sum in expert order, then route_slot_weight's in choice order), since
 // a loop over shared memory must take the same trips in all of them (workgroup.glsl), and
 // invocation 0 writes the slots {expert, weight rounded to bf16 as f32 bits}. Call in uniform
 // control flow.
