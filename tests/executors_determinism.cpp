@@ -137,6 +137,21 @@ TEST_CASE("teacher forcing reproduces the logits of a step-by-step decode") {
   }
 }
 
+TEST_CASE("MoE with 37 experts, 5 a token: every worker count and schedule gives the sequential reference's bits") {
+  const ModelWeights w = test::odd_experts_model();
+  BuildOptions o;
+  o.context = 32;
+  const Graph g = build_decode_graph(w, o);
+  const std::vector<uint32_t> prompt = {3, 141, 59};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 8);
+  for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t workers : {1u, 3u}) {
+      CAPTURE(schedule_kind_name(sched));
+      CAPTURE(workers);
+      check_same(run_decode(g, w, {ExecutorKind::Threaded, workers, sched}, prompt, 8), expect);
+    }
+}
+
 TEST_CASE("tiny-moe: every worker count, schedule and tiling gives the sequential reference's bits") {
   const ModelWeights w = load_model("synthetic:tiny-moe");
   BuildOptions o;

@@ -1,4 +1,4 @@
-// Hand-built qwen3 models with widths the synthetic presets do not have, for the GPU
+// Hand-built qwen3 and qwen3_moe models with widths the synthetic presets do not have, for the GPU
 // executors' equivalence tests (their rows at odd lengths and unaligned addresses, or longer
 // than one 256-element block), or with values near the bottom of f32's range.
 #pragma once
@@ -26,18 +26,13 @@ inline float near_one_or_small(const std::string&, const std::vector<uint64_t>& 
   return (shape.size() == 1 ? 1.0f : 0.0f) + small(rng);
 }
 
-// A tiny-shaped qwen3 model with the given widths (kv_heads 0: tiny's), its tensors in one
-// arena, each at a multiple of `align` bytes after the last.
-inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_t head_dim, uint32_t intermediate,
-                               uint64_t align, const ValueOf& value_of = near_one_or_small, uint32_t kv_heads = 0) {
+// Weights for `config` (validated as `name`), its tensors in one arena, each at a multiple of
+// `align` bytes after the last, their values from value_of.
+inline ModelWeights weights_for(const std::string& name, const ModelConfig& config, uint64_t align,
+                                const ValueOf& value_of = near_one_or_small) {
   ModelWeights w;
   w.source = name;
-  w.config = synthetic_config("tiny");
-  if (kv_heads) w.config.n_kv_heads = kv_heads;
-  w.config.hidden = hidden;
-  w.config.head_dim = head_dim;
-  w.config.intermediate = intermediate;
-  w.config.vocab = 200;
+  w.config = config;
   validate(w.config, w.source);
   uint64_t elements = 0;
   for (const TensorSpec& t : expected_tensors(w.config)) {
@@ -52,6 +47,29 @@ inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_
       (*values)[ref.offset / sizeof(bf16) + i] = f32_to_bf16(value_of(name, ref.shape, rng));
   w.arenas = {{name, values, reinterpret_cast<const uint8_t*>(values->data()), elements * sizeof(bf16)}};
   return w;
+}
+
+// A tiny-shaped qwen3 model with the given widths (kv_heads 0: tiny's), its tensors in one
+// arena, each at a multiple of `align` bytes after the last.
+inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_t head_dim, uint32_t intermediate,
+                               uint64_t align, const ValueOf& value_of = near_one_or_small, uint32_t kv_heads = 0) {
+  ModelConfig c = synthetic_config("tiny");
+  if (kv_heads) c.n_kv_heads = kv_heads;
+  c.hidden = hidden;
+  c.head_dim = head_dim;
+  c.intermediate = intermediate;
+  c.vocab = 200;
+  return weights_for(name, c, align, value_of);
+}
+
+// tiny-moe with 37 experts, 5 a token: counts that are no multiple of a warp's lanes, of four
+// or of each other, so the router's tiles run their partial rounds (the places two lanes an
+// expert, the vectorised sum's tail, the slots' lanes).
+inline ModelWeights odd_experts_model() {
+  ModelConfig c = synthetic_config("tiny-moe");
+  c.num_experts = 37;
+  c.experts_per_tok = 5;
+  return weights_for("odd-experts", c, 16);
 }
 
 // A model whose rows the GPU tiles cannot read 16 bytes at a time: hidden 60, head_dim 12 and
