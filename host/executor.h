@@ -43,10 +43,10 @@ constexpr uint64_t kL2PrefetchAuto = ~0ull;
 // The L2 prefetch budget a stage for a model of `hidden` size: 2 KiB per unit (the first 1024
 // rows of a stage whose rows are hidden wide). The best of 1-16 MiB measured on both presets:
 // 2 MiB on qwen3-0.6b (hidden 1024; 0.7% faster than 4 at position 1), 8 MiB on qwen3-8b (4096;
-// 0.7% faster than 4) (docs/JOURNAL.md, nineteenth session).
+// 0.7% faster than 4) (docs/EXPERIMENTS.md).
 constexpr uint64_t l2_prefetch_auto_bytes(uint32_t hidden) { return uint64_t(hidden) << 11; }
 
-// Research knobs of the CUDA executor's persistent kernel; docs/JOURNAL.md has what each
+// Research knobs of the CUDA executor's persistent kernel; docs/EXPERIMENTS.md has what each
 // measured. None changes a result bit.
 struct MegakernelTuning {
   uint32_t blocks_per_sm = 1;   // 1, or 2 (the kernel built for at most 128 registers a thread);
@@ -54,7 +54,7 @@ struct MegakernelTuning {
   bool input_cache = true;      // consecutive tasks with the same normalised input compute it once
   bool merge_release = false;   // static lists: one release-add for consecutive tasks of a stage
   // Back-off between polls of a counter (16-64 measured 0.4-0.8% faster than 32-256, and
-  // 64-512 2% slower: docs/JOURNAL.md, fourth session).
+  // 64-512 2% slower: docs/EXPERIMENTS.md).
   uint32_t first_sleep_ns = 16, max_sleep_ns = 64;
 
   // Attention's shared memory (every CUDA mode): scores of a block of positions, and the K and
@@ -71,14 +71,13 @@ struct MegakernelTuning {
   // Two-hop build: a task whose copy takes at least this many bytes may have it started during
   // the wait of the block's task before, once its record is in, where that task leaves shared
   // memory free (tile_layout.h ahead_place); 0 = never. 1 KB (every copy) made qwen3-0.6b's
-  // --fused-mlp 128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/JOURNAL.md,
-  // twenty-sixth session).
+  // --fused-mlp 128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/EXPERIMENTS.md).
   uint32_t copy_ahead_bytes = 1u << 10;
 
   // Each task, once it has run, asks the L2 for its share of the weights of the stage this many
   // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none;
   // kL2PrefetchAuto = l2_prefetch_auto_bytes of the model. More slows the tasks, which then wait
-  // behind the prefetches (docs/JOURNAL.md, fifteenth and nineteenth sessions).
+  // behind the prefetches (docs/EXPERIMENTS.md).
   uint32_t l2_prefetch_distance = 1;
   uint64_t l2_prefetch_bytes = kL2PrefetchAuto;
 

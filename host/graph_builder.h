@@ -9,7 +9,7 @@
 namespace spindle {
 
 // One task per worker of a 132-SM GPU and stage: a task boundary costs a persistent worker
-// about 2 µs (docs/JOURNAL.md, third session), so a worker should meet one per stage.
+// about 2 µs (docs/EXPERIMENTS.md), so a worker should meet one per stage.
 constexpr uint32_t kDefaultStageTasks = 132;
 
 struct BuildOptions {
@@ -41,8 +41,8 @@ struct BuildOptions {
 // row per warp of a 256-thread CUDA block), so that a projection stage of `rows` output rows (q,
 // k and v together) has about `stage_tasks` tasks. GATE_UP stages too: on qwen3-0.6b, 24 rows
 // a task (128 tasks, 96 KB of weights each) are 1.0% faster at position 1 than 32 (96 tasks),
-// whose 128-KB copies into shared memory the stage waits for (docs/JOURNAL.md, nineteenth
-// session; multiples of 16 were faster while GATE_UP read its weights from global memory).
+// whose 128-KB copies into shared memory the stage waits for (docs/EXPERIMENTS.md;
+// multiples of 16 were faster while GATE_UP read its weights from global memory).
 // Chunks per kv head: about 256 positions each at the full context, at most 128 attention tasks
 // in all (one wave on such a GPU).
 uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks);

@@ -112,7 +112,7 @@ constexpr uint32_t kUnrolls[] = {1, 2, 4, 8};
 
 // The dot unroll when none is asked: the deepest whose trip (256 * N elements) fits in the
 // smallest K of the graph's projections, so no lane's loads run past a row in every trip.
-// Measured on the H200 (docs/JOURNAL.md, eleventh session): qwen3-8b (K >= 4096) 6.72 ms/token
+// Measured on the H200 (docs/EXPERIMENTS.md): qwen3-8b (K >= 4096) 6.72 ms/token
 // at 8 against 7.69 at 4; qwen3-0.6b (K >= 1024) 1.75 at 4 against 1.87 at 8.
 uint32_t default_dot_unroll(const Graph& g) {
   uint32_t k = UINT32_MAX;

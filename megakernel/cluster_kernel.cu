@@ -53,12 +53,11 @@ enum Piece : uint32_t { kQkvPiece, kOPiece, kGatePiece, kUpPiece, kDownPiece, kP
 
 // What a refill reads to find its chunk's source (fill_chunk), in three 16-byte words that it
 // loads at once at its entry: each field loaded where it was first needed, after the branch
-// before it, put six shared loads one after another on the refilling warp's path (forty-eighth
-// session, SASS).
+// before it, put six shared loads one after another on the refilling warp's path (SASS).
 struct alignas(16) ChunkIndex {
   // The stream's divisions (by the chunks of a step and of a layer) as multiply-highs: a
   // refill (at the end of its warp's phase) divides at every chunk, so its chain of dependent
-  // instructions is on the layer's path (thirty-ninth session).
+  // instructions is on the layer's path.
   FastDiv by_step, by_layer;
   uint32_t total, layers;       // the launch's chunks; a step's chunks of layers
   uint32_t first[kPieces - 1];  // a layer's first chunk of each piece after q/k/v
@@ -107,7 +106,7 @@ struct Layout {
 __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uint32_t T, uint32_t slots) {
   const uint32_t G = p.n_heads / p.n_kv_heads, D = p.head_dim, H = p.hidden, ps = partial_stride(D);
   Layout l{};
-  // Every buffer from a 128-byte boundary (forty-second session: with the score block a multiple
+  // Every buffer from a 128-byte boundary (with the score block a multiple
   // of 16 positions, -0.9% a token at position 1024 and -0.6% at 4096 against 16-byte ones).
   const auto align128 = [](uint32_t bytes) { return (bytes + 127u) & ~127u; };
   uint32_t at = align128(attn_smem_bytes(G, D, p.rotary_dim, S, T, kClusterRanks, ps));
@@ -141,8 +140,8 @@ __host__ __device__ inline Layout layout(const SpGraphParams& p, uint32_t S, uin
 }
 // An MLP-only block's: it runs no attention, so its ring also takes attention's area. On
 // qwen3-0.6b at the default K/V staging that is 11 slots where a front block has 8, for 12 chunks
-// a layer: with 8, three of its four down chunks were copied during its MLP (forty-first session:
-// -2% a token; 9 and 10 slots measured the same as 11, a leaner layout's 12 or 13 2-3% slower).
+// a layer: with 8, three of its four down chunks were copied during its MLP (-2% a token; 9 and
+// 10 slots measured the same as 11, a leaner layout's 12 or 13 2-3% slower).
 __host__ __device__ inline Layout mlp_only_layout(const SpGraphParams& p, uint32_t slots) {
   return layout(p, 0, 0, slots);
 }
@@ -248,11 +247,11 @@ __device__ inline void stage_norm(const bf16* w, bf16* buffer, uint32_t H) {
 
 // xn = RMSNorm(x) with the weights stage_norm copied to w, all H elements (docs/numerics.md), by
 // the block. The kernel's code is kept to one copy of each phase's (__noinline__ here and
-// below): every layer runs all of it, and straight-line code past ~128 KB runs slower (the
-// fourteenth session); 265 → 204 KB of text made a token 16% faster (thirty-seventh session).
+// below): every layer runs all of it, and straight-line code past ~128 KB runs slower;
+// 265 → 204 KB of text made a token 16% faster.
 // While warp 0 sums the squares, the other warps issue the refills every warp held back
 // (`refill`'s queues, release_queues_from): issued just before the norm, on one lane of each
-// warp, they took ~0.3 us of the phase's path (forty-third session's marks).
+// warp, they took ~0.3 us of the phase's path (marks).
 __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, uint32_t H, float eps, uint32_t kind,
                                        float* scratch, const StreamState& refill) {
   cp_async_wait_all();  // this thread's part of w: the barrier below makes all of it visible
@@ -307,7 +306,7 @@ __device__ __forceinline__ void push4(uint32_t addr, uint32_t v, uint32_t bar) {
 // Copies `bytes` (16-byte pieces) of this block's shared memory at `from` to `to` in every
 // rank of the cluster (this one too), completing on each one's mbarrier `bar`: warp w pushes to
 // rank w, its lanes over the pieces, so that each warp maps its peer's addresses once and no
-// thread divides (forty-third session: a thread a piece of any rank, by `/` and `%`, and two
+// thread divides (a thread a piece of any rank, by `/` and `%`, and two
 // `mapa` a piece, took ~0.6 us for attention's partials).
 __device__ inline void push_to_cluster(const void* from, uint32_t to, uint32_t bytes, uint32_t bar) {
   static_assert(kThreads / 32 == kClusterRanks);
@@ -441,7 +440,7 @@ __device__ inline void release_chunk(const StreamState& s, uint32_t j, uint32_t 
 // Lane 0: release_chunk later, when the warp's queue is next released (release_queue; the
 // oldest now when the warp already holds kDeferred back). A refill issued at once lies on its
 // phase's path, just before the block's barrier, and its copy lands while the next hop's round
-// trips wait on the memory system (fortieth session: an MLP-only block's MLP 7.0 -> 5.5 us
+// trips wait on the memory system (an MLP-only block's MLP 7.0 -> 5.5 us
 // without them).
 __device__ inline void defer_release(const StreamState& s, uint32_t j, uint32_t readers) {
   uint2* q = s.deferred + warp_id() * kDeferred;
@@ -494,7 +493,7 @@ __device__ __noinline__ void release_deferred(const StreamState& s, uint32_t sta
 
 // Warp w's part of `rows` rows of `row_bytes` streamed from chunk `first` on, `per_chunk` rows a
 // chunk (the last may hold fewer), `chunks` chunks (the stream's count of the piece, so that no
-// phase divides to find it; forty-second session): chunks w, w + 8, … whole when there are at
+// phase divides to find it): chunks w, w + 8, … whole when there are at
 // least 8 of them, else its share of chunk w / (8 / chunks). f(generic address, shared address,
 // first row, rows) once the chunk has landed; then the warp releases it, and its last reader
 // fills the slot again: at once when the refill is a chunk before `later`, else when the warp's
@@ -505,7 +504,7 @@ __device__ inline bool for_warp_rows(const StreamState& s, uint32_t first, uint3
   constexpr uint32_t kWarps = kThreads / 32;
   if (!chunks) return true;
   // share = kWarps / chunks (8, 4, 2 or 1) as a shift, and a chunk's slot by a multiply-high:
-  // each division here was on the phase's path (thirty-ninth session)
+  // each division here was on the phase's path
   const uint32_t shift = chunks == 1 ? 3 : chunks == 2 ? 2 : chunks <= 4 ? 1 : 0, share = 1u << shift;
   const uint32_t part = (per_chunk + share - 1) >> shift;
   const WeightRing& ring = s.ring;
@@ -562,7 +561,7 @@ __device__ __noinline__ bool stream_dots(const StreamState& s, uint32_t first, u
       for (uint32_t e = 0; e < R; ++e) a[e] = at + min(g + e, count - 1) * row_bytes;
       float y[R];
       // Two chunks of each row a round where K allows: 16 loads in flight a lane, where one
-      // chunk's 8 loads waited on their first use (forty-third session: -1% a token).
+      // chunk's 8 loads waited on their first use (-1% a token).
       if (K % (2 * kDotBlock) == 0) warp_lane_sums_shared<R, 2>(a, x, K, y);
       else warp_lane_sums_shared<R, 1>(a, x, K, y);
       // Lane 4e stores row g + e: one copy of each kind's store.
@@ -620,7 +619,7 @@ __device__ inline bool hop(Block& b, const bf16* base, bf16* out, const unsigned
 // kClusterRanks chunks' values (the buffer holds them all; past `used`, stale or unwritten ones)
 // before using any, and leave the absent chunks out by a select: with a test around each
 // chunk's loads, ptxas kept the loads inside each chunk's branch and the chunks ran one after
-// another (fifty-first session, SASS). merge_heads' separate pass for the maxes took one more
+// another (SASS). merge_heads' separate pass for the maxes took one more
 // barrier (the merge took ~1.2 us: marks).
 __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t ps, uint32_t used, uint32_t D,
                                     uint32_t G, bf16* out) {
@@ -661,7 +660,7 @@ __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t 
 
 // Attention's block path (chunks longer than the warps take) in a function of its own, so that
 // its code does not change with the register allocation of the rest of the kernel: inlined, a
-// change to the dots' code made it 3% slower at position 4096 (forty-second session). The
+// change to the dots' code made it 3% slower at position 4096. The
 // kernel's spills went from 56 bytes to none.
 __device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange range,
                                             float* partial, uint32_t ps, uint8_t* smem) {
@@ -681,7 +680,7 @@ __device__ inline uint32_t held_from(const Block& b, uint32_t layer) {
 // publish them): the input norm's weights, the heads' norms' weights and, at a step's first
 // layer, the position's RoPE row. Its attention read the last two from global memory right after
 // the q/k/v exchange, where each load waited behind the block's bulk copies in flight (~0.9 us a
-// layer at position 1, ~1.2 more behind the K/V rows' staging at 1024; forty-first session).
+// layer at position 1, ~1.2 more behind the K/V rows' staging at 1024).
 __device__ inline void stage_front(const Block& b, const ClusterLayer& L, const bf16* rope_row) {
   bf16* heads = b.buf<bf16>(b.at.heads);
   stage_norm(L.in_norm, b.buf<bf16>(b.at.norm), b.H);
@@ -711,7 +710,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   // the warps the heads' norms leave idle (below): at once they lay on the dots' path (its q/k/v
   // took 0.2-0.3 us longer than a front-only block's, which holds back the next layer's alone);
   // issued by warps 1-7 while they waited for the peers' rows, 0.6 us longer; issued during a
-  // long chunk's K/V staging, 3% slower at position 4096 (forty-fourth session).
+  // long chunk's K/V staging, 3% slower at position 4096.
   const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
   const bool hold = b.cluster >= b.l.clusters - b.p.mlp_gangs && attn_warp_chunks(a, chunk_size(n, kClusterRanks));
   bf16* mine = b.buf<bf16>(b.at.mine);
@@ -779,8 +778,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   }
   // A block that also runs the MLP streams both roles' weights through its ring (on qwen3-0.6b 24
   // chunks a layer, 8 slots), so its down chunks are copied only once its gate/up dots free their
-  // slots: it asks the L2 for them now, and those copies then come from the L2 (forty-first
-  // session: -0.9% a token at position 1, -1.7% at 1024).
+  // slots: it asks the L2 for them now, and those copies then come from the L2 (-0.9% a token
+  // at position 1, -1.7% at 1024).
   if (threadIdx.x == 0 && b.cluster >= b.l.clusters - b.p.mlp_gangs) {
     const StreamState& s = *b.stream;
     bulk_prefetch_l2(s.sources[layer * kPieces + kDownPiece], s.st.down * kRingChunkBytes);
@@ -825,7 +824,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
   // whole rows; each group 4 rows a round, one row a load, the group's rows rotated so that two
   // groups loading at once use different banks, and its 4 dots then pushed to their rank in one
   // push by its first lane. (A lane a row read rows 256 bytes apart, all in the same 4 banks: 8
-  // times the shared-memory wavefronts; thirty-eighth session.)
+  // times the shared-memory wavefronts.)
   const uint32_t shift = __ffs(P / kDotVec) - 1, lanes = 1u << shift;  // P / 8 is 1, 2, 4 or 8: shifts, not divisions
   const uint32_t groups = 32u >> shift, group = lane_id() >> shift, turn = group % 4,
                  column = lane_id() & (lanes - 1);  // the lane's 8 columns of its rows
@@ -909,8 +908,8 @@ __device__ inline bool lm_head(Block& b, uint32_t step, uint32_t flag) {
 
 // The step's token, chosen by every block from all blocks' argmax partials (thread t acquires
 // block t's: one round trip, where the last block to count its partial in read them 16 at a
-// time and published the token, ~7 us with the next step's refills in flight; forty-fourth
-// session) or the forced one; the block's copy of the step state advanced, and by block 0 the
+// time and published the token, ~7 us with the next step's refills in flight)
+// or the forced one; the block's copy of the step state advanced, and by block 0 the
 // run's (out_tokens, state).
 __device__ inline bool next_token(Block& b, SpStepState& state, uint32_t step, uint32_t flag, uint32_t& token) {
   const ClusterProgram& p = b.p;

@@ -24,7 +24,7 @@ struct ClusterLaunch {
 
 // The launch's dynamic shared memory: all that the kernel's static shared memory leaves of
 // `limit` bytes (a block's), so that a launch whose positions are short gives its rings every
-// slot attention does not need (forty-fourth session: 12 slots where the graph's layout rounded
+// slot attention does not need (12 slots where the graph's layout rounded
 // to 11, -2% a token at position 1); attention's tile area, the program's buffers, then as many
 // weight ring slots as fit in it, and the slots an MLP-only block's ring has in the same bytes.
 struct ClusterSmem {

@@ -14,7 +14,7 @@ namespace spindle::cuda {
 // until it reaches it (true; `value` is the last value loaded). False when the run was aborted,
 // or when the wait outlived the watchdog, which then reports `timeout` with that value. The
 // loop keeps the form the task wait had before it was shared: returning a status for the
-// caller to act on made qwen3-0.6b's megakernel 0.2% slower (docs/JOURNAL.md, twenty-fourth session).
+// caller to act on made qwen3-0.6b's megakernel 0.2% slower (docs/EXPERIMENTS.md).
 // `on_poll` runs before each sleep: work the block can do while it waits.
 struct NoPollWork {
   __device__ void operator()() const {}

@@ -43,13 +43,13 @@ namespace {
 // twice in 16 KB, ran 23% slower). The chunk's K and V rows are staged in shared memory a tile
 // of positions at a time: 160 KB hold 320 positions at head_dim 128, so the builder's chunks of
 // about 256 positions arrive with the q heads in one round trip (64 KB, two more round trips at
-// those chunks, was 4.4% slower on qwen3-0.6b at position 4096). docs/JOURNAL.md, eighth session.
+// those chunks, was 4.4% slower on qwen3-0.6b at position 4096; docs/EXPERIMENTS.md).
 constexpr uint32_t kAttnScoreBytes = 32 * 1024;
 constexpr uint32_t kAttnKVBytes = 160 * 1024;
 // The cluster program gives the rest of a block's shared memory to its weight ring, so its
 // attention stages less by default: 128 positions of K and V at head_dim 128 (qwen3-0.6b: 8
 // ring slots where 32 KB left 10; 1.3% faster at position 1024 and 3.4% at 4096, 0.6% slower at
-// position 1: docs/JOURNAL.md, fortieth session), and one pass of scores for chunks of up to 2048
+// position 1: docs/EXPERIMENTS.md), and one pass of scores for chunks of up to 2048
 // positions of a group of 2 q heads. At a context of 512 or less no chunk needs more than 32 KB.
 constexpr uint32_t kClusterAttnScoreBytes = 16 * 1024;
 constexpr uint32_t kClusterAttnKVBytes = 64 * 1024;
@@ -68,7 +68,7 @@ uint32_t attn_kv_positions(const SpGraphParams& p, uint32_t bytes) {
 }
 
 // The cluster program's score block: a multiple of 16 positions, so that the K/V rows staged
-// after it start on a 128-byte boundary (forty-second session: at position 4096, 521 positions
+// after it start on a 128-byte boundary (at position 4096, 521 positions
 // took 2.8% longer a token than 520; with every buffer on a 128-byte boundary, 528 another 0.6%
 // less).
 uint32_t cluster_score_positions(uint32_t positions) { return (positions + 15u) & ~15u; }
@@ -442,7 +442,7 @@ void CudaExecutor::launch_cluster_program(uint32_t steps, uint32_t score_positio
     launch.watchdog_ns = uint64_t(opt_.watchdog_ms) * 1000000u;
     // Attention's area sized for the launch's longest chunk, not the graph's: where the launch's
     // positions are short, the front blocks' rings take the rest (qwen3-0.6b: 11 slots where 8,
-    // -2.6% a token at position 1; forty-second session). Its bytes never exceed the graph's.
+    // -2.6% a token at position 1). Its bytes never exceed the graph's.
     const uint32_t longest = chunk_size(launch.first_position + launch.steps, graph_.params.attn_chunks);
     launch.score_positions = cluster_score_positions(std::min(score_positions, longest));
     launch.kv_positions = std::min(kv_positions, longest);

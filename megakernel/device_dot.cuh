@@ -192,7 +192,7 @@ __device__ __forceinline__ uint4 load16_shared(uint32_t address) {
 // given as shared-window addresses of their first elements, for n a multiple of U chunks
 // (U * kDotBlock elements; kSharedDotSpan by default): each round issues every row's loads of U
 // chunks, then their products, with no exit in between, through ld.shared and 32-bit
-// addresses. In the eighteenth session's microbenchmark (docs/JOURNAL.md), with the
+// addresses. In a microbenchmark (docs/EXPERIMENTS.md), with the
 // butterflies, it took 1210 cycles for 4 rows of 1024 against warp_dot_rows' 1817, and 1247
 // against 2051 for one row of 3072; same bits.
 template <int R, int U = kSharedDotChunks>

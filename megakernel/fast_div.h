@@ -4,8 +4,8 @@
 // step: ~830 a step for a qwen3-0.6b block, so ~2.5 million steps a launch; nothing checks it).
 // A division by a run-time value is ~18 instructions on the GPU, a dependent chain through the
 // MUFU unit; the cluster program's ring divides by its slot count and its step's and layer's
-// chunk counts at every chunk (thirty-eighth session: ~10% of its instructions; the
-// thirty-ninth found those chains on every phase's path).
+// chunk counts at every chunk (~10% of its instructions; those chains were on every phase's
+// path).
 #pragma once
 #include <stdint.h>
 

@@ -13,7 +13,7 @@ __device__ __forceinline__ uint64_t l2_evict_last() {
 
 // Evicted before normal lines: weights, which a step streams through the L2 once (1.2 GB for
 // qwen3-0.6b against a 60 MB L2), so they push out neither the activations, the KV rows nor
-// the later stages' weights asked of the L2 ahead (docs/JOURNAL.md, thirtieth session).
+// the later stages' weights asked of the L2 ahead (docs/EXPERIMENTS.md).
 __device__ __forceinline__ uint64_t l2_evict_first() {
   uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));

@@ -2,7 +2,7 @@
 // weights can be fetched while earlier stages run: each task, once it has run and released,
 // asks the L2 for a share of the weights of the stage `distance` stages later
 // (cp.async.bulk.prefetch.L2), so that stage's tiles find them in L2 instead of waiting a round
-// trip to HBM for each group of rows (docs/JOURNAL.md, fifteenth and thirtieth sessions).
+// trip to HBM for each group of rows (docs/EXPERIMENTS.md).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -98,8 +98,7 @@ __device__ void request_record(const DeviceGraph& g, uint32_t task, StagedTask& 
 
 // Two-hop build, thread 0: starts the bulk copies of a task's weights (c.bytes > 0, resolved on
 // the host) to the dynamic shared memory at `at`, completing on p's barrier, and records them in
-// p. Inlined: a call (__noinline__) made the kernel 1.3-2.3% slower (docs/JOURNAL.md,
-// twenty-sixth session).
+// p. Inlined: a call (__noinline__) made the kernel 1.3-2.3% slower (docs/EXPERIMENTS.md).
 __device__ inline void start_task_copy(const TaskCopy& c, uint8_t* const* arenas, uint8_t* smem, uint32_t at,
                                        WeightPreload& p) {
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
@@ -150,7 +149,7 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 
 // Each block runs the tasks it claims, in claim order, holding one claim ahead: the next
 // task's staged record is copied into the other of two buffers while the current task runs,
-// so no record load lies between two tasks (docs/JOURNAL.md, sixteenth session). Params and
+// so no record load lies between two tasks (docs/EXPERIMENTS.md). Params and
 // arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
 // record and waits on the task's counter; the task's weight copy starts meanwhile, from warp 1
 // in the plain build, from thread 0 before its wait in the two-hop build (unless it started
@@ -159,7 +158,7 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // share of a later stage's weights while thread 32 claims the task after the next.
 // kTwoHop: the build with the two-hop layer's tiles (run_device_task.cuh), for the graphs that
 // have them; the other build does not carry them (code a persistent kernel never runs still
-// costs it: docs/JOURNAL.md, twenty-third session).
+// costs it: docs/EXPERIMENTS.md).
 template <int MinBlocksPerSm, bool kTwoHop>
 __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kernel(DeviceGraph g, MegakernelLaunch l) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -239,7 +238,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         }
         // Copy ahead: once the next task's record has landed, its weights may be copied during
         // this wait, where this task leaves room. The plain build has no copies ahead: their
-        // code, never run, made it 1.4-2.2% slower (docs/JOURNAL.md, twenty-sixth session).
+        // code, never run, made it 1.4-2.2% slower (docs/EXPERIMENTS.md).
         bool tried = !(l.copy_ahead && s_d.next_requested);
         s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d, [&] {
           if (tried || !mbar_test_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u)) return;
@@ -294,13 +293,13 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       s_d.pending_counter = t.signal_counter;
       if (!(l.merge_release && task.same_signal)) {  // else the next task of the list signals it too
         // Not waited for: reading the sum here, or the next task's counter beside the add,
-        // made the step slower than the next wait's own load (sixteenth session).
+        // made the step slower than the next wait's own load.
         DeviceAtomic(g.counters[s_d.pending_counter]).fetch_add(s_d.pending, kRelease);
         s_d.pending = 0;
       }
       // The L2 prefetch for a later stage goes after the release: asked at the claim, it was in
       // flight during the wait and the tile, where it held the acquire loads and the input's
-      // staging (docs/JOURNAL.md, twenty-ninth and thirtieth sessions).
+      // staging (docs/EXPERIMENTS.md).
       const L2Prefetch ahead = staged.prefetch;
       if (ahead.bytes) bulk_prefetch_l2(s_arenas[ahead.arena] + ahead.offset, ahead.bytes);
       record_trace(s_d.trace, s_d.step_base, g.n_tasks, site, s_d.start_ns, end_ns, s_d.wait_ns);

@@ -153,7 +153,7 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
   float l = 0.0f;
   // Pass 0 scores every block and keeps each head's max; pass 1 turns each block's scores into
   // weights (scoring it again unless it is the only one) and accumulates l and P·V. The score
-  // code appears once (the persistent kernel's code size: docs/JOURNAL.md, tenth session).
+  // code appears once (the persistent kernel's code size: docs/EXPERIMENTS.md).
   for (uint32_t pass = 0; pass < 2; ++pass) {
     for (uint32_t sb = r.begin; sb < r.end; sb += S) {
       const uint32_t se = min(sb + S, r.end), slen = se - sb;
@@ -216,7 +216,7 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
 // Short chunks' partials run one warp per q head, with no block barrier between q̂ and the
 // partial row: a lane holds one position's score and D / 32 dims of acc. Each barrier-separated
 // phase of the block path costs 300-2000 cycles, so a few positions go faster this way; at 29-32
-// positions a chunk, one warp's serial scores cost more (docs/JOURNAL.md, twelfth session).
+// positions a chunk, one warp's serial scores cost more (docs/EXPERIMENTS.md).
 constexpr uint32_t kWarpChunkPositions = 16, kWarpChunkDims = 4;
 
 // True when the warp path takes the step's chunks of `size` positions (chunk_size: every tile of
@@ -236,7 +236,7 @@ struct WarpPartial {
 // positions, whose K and V rows are staged at Ks and Vs (row t), each sum in the order of the
 // block path (and of ops/attention.h attn_chunk_head). Every lane gets m and l.
 // Out of line: inlined, it made the persistent kernel 1.5% slower at positions 1024 and 4096 on
-// qwen3-0.6b, where it never runs (docs/JOURNAL.md, twelfth session).
+// qwen3-0.6b, where it never runs (docs/EXPERIMENTS.md).
 static __device__ __noinline__ WarpPartial attn_warp_partial(const AttnChunkShape& a, const bf16* q,
                                                              const bf16* Ks, const bf16* Vs, uint32_t len) {
   const uint32_t D = a.D, lane = lane_id();
@@ -414,7 +414,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
 
 // The persistent kernel's `extras` carry the step's position; without them (per-op kernels) it is
 // loaded from the step state, one more round trip before the first stage: 0.5-1.7% of qwen3-0.6b's
-// megakernel (docs/JOURNAL.md, nineteenth session). The kPositionFromState test never fails in
+// megakernel (docs/EXPERIMENTS.md). The kPositionFromState test never fails in
 // the persistent kernel, but without it ptxas spills 4 bytes there, which cost 2-3%.
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
                                      uint32_t kv_positions, uint8_t* smem, const TaskSite& site,

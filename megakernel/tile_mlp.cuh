@@ -64,7 +64,7 @@ __device__ __forceinline__ float thread_dot64(const bf16* a, const bf16* b, uint
 // persistent kernel, where only whole gangs read them, takes a row (pair) at a time in less
 // code (run_mlp says why that matters). A preloaded copy's gate and up rows go a pair at a
 // time too: GATE_UP's groups of two pairs made qwen3-0.6b's fused MLP 2.3% slower here, its
-// code 11 KB larger (docs/JOURNAL.md, twenty-fifth session).
+// code 11 KB larger (docs/EXPERIMENTS.md).
 template <bool kGroupGlobal>
 __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const MlpShape& s, const MlpWeights& w,
                                  uint32_t index, const bf16* n, uint8_t* smem) {
@@ -117,7 +117,7 @@ __device__ inline void mlp_piece(const SpTask& t, const TileContext& c, const Ml
 // The sum, in index order, of the n floats p[0], p[stride], ...: the first of them as it is,
 // then each added. They are loads from the L2 (other blocks' partials), so a batch of them is
 // asked for before the first add: summed as each arrived, a gang's share took 1.3 µs of the
-// MLP's 16 on qwen3-0.6b (docs/JOURNAL.md, twenty-fifth session).
+// MLP's 16 on qwen3-0.6b (docs/EXPERIMENTS.md).
 __device__ __forceinline__ float sum_in_order(const float* p, size_t stride, uint32_t n) {
   constexpr uint32_t kBatch = 16;
   float sum = 0.0f;
@@ -152,8 +152,8 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
 // phases around the barrier, its weights from the preloaded copy when `extras` has one; without,
 // rank 0 runs the whole gang, rank by rank, and the other ranks nothing. Each phase's code is
 // here once for both modes: inlined twice, the MLP tile's code made the two-hop build run a
-// plain qwen3-0.6b graph 14% slower, although a plain graph never runs it (docs/JOURNAL.md,
-// twenty-fifth session). kGroupGlobal as mlp_piece.
+// plain qwen3-0.6b graph 14% slower, although a plain graph never runs it
+// (docs/EXPERIMENTS.md). kGroupGlobal as mlp_piece.
 template <bool kGroupGlobal>
 __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site,
                                const TileExtras* extras, const GangBarrier* gang) {

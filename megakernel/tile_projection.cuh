@@ -61,11 +61,10 @@ __device__ inline ProjectionWeights projection_weights(const SpTask& t, const Ti
 // `max_bytes` and `smem_bytes`, the weights live in a weight arena and their rows start 16-byte
 // aligned, as the copy engine needs, and records them in p; p.bytes (0 on entry) stays 0 for
 // every other task. Not thread 0: issuing the copies held its poll (0.3-0.8% slower on
-// qwen3-0.6b), and one lane issuing both spans is held longer (0.9-1.5%; docs/JOURNAL.md,
-// thirty-second session).
+// qwen3-0.6b), and one lane issuing both spans is held longer (0.9-1.5%; docs/EXPERIMENTS.md).
 // The same rule as the host's task_copy (task_copies.h), which the two-hop build's copies come
 // from: read from the staged record instead, they made the plain build 0.5-0.8% slower on
-// qwen3-0.6b (twenty-sixth session).
+// qwen3-0.6b.
 __device__ inline void start_weight_preload(const SpTask& t, const TileContext& c, uint8_t* smem, uint32_t max_bytes,
                                             uint32_t smem_bytes, WeightPreload& p) {
   if (!sp_projection_matrices(t.op) || t.tile_end <= t.tile_begin) return;
@@ -110,7 +109,7 @@ __device__ inline ProjectionWeights task_weights(const SpTask& t, const TileCont
 // The vector a projection multiplies, as bf16 in shared memory: RMSNorm(x) with norm_w, else
 // x. Every element of a normalised input is bf16-rounded, so bf16 storage is exact. x and the
 // norm weights are staged together (one round trip), and the code stays short and rolled: it
-// runs once per task (12 KB of SASS, against 39 KB unrolled; docs/JOURNAL.md, fourth session).
+// runs once per task (12 KB of SASS, against 39 KB unrolled; docs/EXPERIMENTS.md).
 // A task without norm weights may stage `side_n` bf16 from `side` (a GEMV's residual rows)
 // into their place in the same round trip, even when the input itself is cached.
 __device__ inline const bf16* projection_input(const bf16* x, uint32_t K, const bf16* norm_w, const SpGraphParams& p,
@@ -191,9 +190,9 @@ __device__ __forceinline__ void for_row_groups(uint32_t first, uint32_t end, uin
 }
 
 // Loads in flight per lane across a group's weight rows, and the most rows (GEMV) or row pairs
-// (GATE_UP) a group holds. Measured (docs/JOURNAL.md): GATE_UP with 2 pairs is 7% faster than
-// 4 pairs or 1 (third session); 16 loads in flight for a full group of 4 rows beat 8 by 3-4%
-// on qwen3-8b (fourth session); the smaller groups that end a task keep 8, since 16 there
+// (GATE_UP) a group holds. Measured (docs/EXPERIMENTS.md): GATE_UP with 2 pairs is 7% faster than
+// 4 pairs or 1; 16 loads in flight for a full group of 4 rows beat 8 by 3-4%
+// on qwen3-8b; the smaller groups that end a task keep 8, since 16 there
 // spill registers in the persistent kernel.
 constexpr int kLoadsInFlight = 16, kSmallGroupLoads = 8;
 constexpr int kGemvGroupRows = 4, kGateUpGroupRows = 2;
@@ -263,7 +262,7 @@ __device__ __forceinline__ float split_warp_dot(const bf16* row, const bf16* n, 
 
 // kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7): the
 // persistent kernel's plain build does not, since the path alone, never taken, made qwen3-0.6b
-// 2.4% slower at position 1 and 6% at 4096 (docs/JOURNAL.md, twenty-third session); its two-hop
+// 2.4% slower at position 1 and 6% at 4096 (docs/EXPERIMENTS.md); its two-hop
 // build and the per-op kernels do.
 template <bool kSplits>
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {

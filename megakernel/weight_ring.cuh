@@ -2,8 +2,8 @@
 // block reads its weights as one sequence of chunks of at most kRingChunkBytes, known ahead, and
 // chunk j lands in slot j % slots by a bulk copy, completing phase j / slots of the slot's
 // mbarrier. The caller gives the slot (and the phase's parity): it divides once a chunk, by a
-// multiply-high, where each accessor dividing again cost the phases' paths (thirty-ninth
-// session). The last reader of a chunk starts the copy of the chunk `slots` places later into
+// multiply-high, where each accessor dividing again cost the phases' paths.
+// The last reader of a chunk starts the copy of the chunk `slots` places later into
 // the freed slot, so as many chunks are in flight or landed ahead of the readers as there are
 // slots, with no producer warp and no release on the path. (The cluster kernel holds a release
 // back when the chunk `slots` later is read only after its next hop: release_deferred.)
@@ -52,8 +52,7 @@ struct WeightRing {
   // tag first: the parity alone cannot tell `chunk` from the chunk two fills before it, which a
   // reader running ahead could otherwise see. The tag by a shared load: through the generic
   // address a volatile load is a system-scope one (LD.E.STRONG.SYS), which made the check, nearly
-  // always true at once, a quarter of `stream_dots`' warp samples (forty-second session, Nsight
-  // Compute).
+  // always true at once, a quarter of `stream_dots`' warp samples (Nsight Compute).
   __device__ bool landed(uint32_t chunk, uint32_t slot, uint32_t parity) const {
     uint32_t t;
     asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(t) : "r"(smem_address(tag + slot)) : "memory");

@@ -124,7 +124,7 @@ cuda_tests_step() { step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true
 # weight copies in flight. Racecheck knows barriers, not the cluster program's weight ring, whose
 # readers hand a slot back by a shared atomic and whose refill lands by an mbarrier
 # (megakernel/weight_ring.cuh): it reports every refill as racing with the slot's last readers
-# (docs/JOURNAL.md, fifty-second session). Not the static schedule: it needs every block resident
+# (docs/EXPERIMENTS.md). Not the static schedule: it needs every block resident
 # at once, which a sanitizer that serialises blocks would not give. One sanitizer run a test
 # case, each case's seconds in the log, so a slow case is named and a share of the cases
 # (SPINDLE_GPU_SANITIZE_SHARD) fits a device call.

@@ -97,7 +97,7 @@ precise float lane_dot_staged_self(uint K) {
 // a trip's loads and its products: a lane past K loads the row's last octet and adds nothing
 // (count 0). Loads under a guard (`k < K ? load : 0`), or a `continue` past K among the
 // products, kept NVIDIA's compiler from having a trip's loads in flight together: without
-// them qwen3-8b ran 1.4x faster (docs/JOURNAL.md, eleventh session).
+// them qwen3-8b ran 1.4x faster (docs/EXPERIMENTS.md).
 void lane_dot_rows_on(uint64_t row[DOT_ROWS], uint base, uint K, bool vec, out float acc[DOT_ROWS]) {
   [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) acc[i] = 0.0;
   const uint last = (K - 1u) & ~(DOT_VEC - 1u);  // the last octet's first element
