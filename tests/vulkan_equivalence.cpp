@@ -202,6 +202,19 @@ TEST_CASE("vulkan: tiny-moe with its routing weights not renormalised (norm_topk
   check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
 }
 
+// The routing's partial rounds (odd_experts_model: 37 experts, 5 a token): one warp places the
+// experts in two rounds, the second short. Few steps: lavapipe runs it slowly.
+TEST_CASE("vulkan: an MoE of 37 experts, 5 a token, equals the sequential reference") {
+  const ModelWeights w = odd_experts_model();
+  BuildOptions o;
+  o.context = 16;
+  const Graph g = build_decode_graph(w, o);
+  const std::vector<uint32_t> prompt = {3, 141};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 3);
+  VulkanExecutor ex(g, w, vulkan_options(2, {1, 0}));
+  check_same(run_decode(ex, g, prompt, 3), expect);
+}
+
 TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
   const ModelWeights w = load_model("synthetic:tiny-tied");
   BuildOptions b;
