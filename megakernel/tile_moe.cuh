@@ -56,7 +56,6 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
   float* logits = reinterpret_cast<float*>(smem + router_logits_offset(K));
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, E));
   const float* written = view_data<const float>(c, t.operand[3]);
-  __shared__ uint32_t s_first;
   for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = load_data(written + e);
   __syncthreads();
   // A warp places 16 experts a round, two lanes each (uniform trips: `base` is the warp's).
@@ -65,10 +64,9 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
     uint32_t place = route_place(logits, E, min(e, E - 1), lane_id() % 2, 2);
     place += __shfl_xor_sync(~0u, place, 1);
     if (lane_id() % 2 == 0 && e < E && place < p.slots) slots[place].expert = e;
-    if (lane_id() % 2 == 0 && e < E && place == 0) s_first = e;
   }
   __syncthreads();
-  const float top = logits[s_first];
+  const float top = logits[slots[0].expert];  // the first chosen's (validate() checked k >= 1)
   __syncthreads();
   for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
   __syncthreads();
