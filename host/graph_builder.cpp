@@ -34,6 +34,11 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   if (chunks > ctx)
     throw Error("attention chunks " + std::to_string(chunks) + " exceed the context's " + std::to_string(ctx) +
                 " positions");
+  const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
+  const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : attn_q_splits_for(chunks, c.n_heads, Hkv);
+  if (group % q_splits)
+    throw Error("attention q-head splits " + std::to_string(q_splits) + " do not divide a kv head's " +
+                std::to_string(group) + " q heads (num_attention_heads / num_key_value_heads)");
   const uint32_t max_steps = opt.max_steps ? opt.max_steps : ctx;
   if (max_steps > ctx)
     throw Error("max_steps " + std::to_string(max_steps) + " exceeds the context's " + std::to_string(ctx) +
@@ -57,6 +62,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   p.vocab = V;
   p.context = ctx;
   p.attn_chunks = chunks;
+  p.attn_q_splits = q_splits;
   p.norm_kind = SP_NORM_STANDARD;
   p.rms_eps = c.rms_eps;
   p.rope_theta = c.rope_theta;
@@ -119,6 +125,15 @@ uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks) {
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads) {
   const uint64_t most = std::max(1u, 128 / std::max(1u, kv_heads));
   return uint32_t(std::clamp<uint64_t>(ceil_div(context, 256), 1, most));
+}
+
+uint32_t attn_q_splits_for(uint32_t chunks, uint32_t n_heads, uint32_t kv_heads) {
+  if (chunks != 1 || kv_heads == 0) return 1;
+  const uint32_t group = n_heads / kv_heads;
+  uint32_t splits = 1;
+  for (uint32_t s = 1; s <= group && uint64_t(kv_heads) * s <= 128; ++s)
+    if (group % s == 0) splits = s;
+  return splits;
 }
 
 Graph build_decode_graph(const ModelWeights& w, const BuildOptions& opt) { return build_graph(w, opt); }

@@ -17,6 +17,8 @@ struct BuildOptions {
   uint32_t max_steps = 0;      // forced/out token capacity; 0 = context
   uint32_t attn_chunks = 0;    // chunks per kv head in attention; 0 = chosen from the context
                                // (attn_chunks_for_context)
+  uint32_t attn_q_splits = 0;  // parts each kv head's q heads are split into, an attention task
+                               // each; a schedule, not numerics; 0 = attn_q_splits_for
   uint32_t rows_per_tile = 0;  // rows per GEMV / GATE_UP task; 0 = chosen from the stage's
                                // rows and stage_tasks (rows_per_task_for)
   uint32_t stage_tasks = kDefaultStageTasks;  // GEMV / GATE_UP tasks a stage is split into, about
@@ -47,6 +49,10 @@ struct BuildOptions {
 // in all (one wave on such a GPU).
 uint32_t rows_per_task_for(uint32_t rows, uint32_t stage_tasks);
 uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
+// Q-head splits: when each kv head's attention is one chunk (short contexts), the most that
+// divide the group and keep the attention tasks within that wave; chunks already spread a
+// longer context's attention, so then 1.
+uint32_t attn_q_splits_for(uint32_t chunks, uint32_t n_heads, uint32_t kv_heads);
 
 // Throws spindle::Error when the family is not one the builder supports yet, when the weights
 // do not match the config, or when a size derived from the config and the options does not

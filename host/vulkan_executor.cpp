@@ -77,9 +77,10 @@ void check_supported(const Graph& g) {
 // Shared 16-byte vectors the graph's tiles need: the bf16 each op stages, 8 a vector (its
 // declaration's staged_input: a projection's or a GEMV piece's input, an MLP member's normed
 // hidden state and activations, the MoE tiles' inputs and routing words), or an attention
-// warp's normed head (one element a word). The opcodes are checked first (check_supported).
+// warp's normed head and the tile's k̂ after them (one element a word). The opcodes are checked
+// first (check_supported).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
-  uint32_t vecs = (warps * g.params.head_dim + 3) / 4;
+  uint32_t vecs = ((warps + 1) * g.params.head_dim + 3) / 4;
   // Staged inputs are rows of at most kMaxRowLength (+ a piece), or an MoE tile's at most 4096
   // slots' rows and words: their vectors fit in 32 bits.
   for (const SpTask& t : g.tasks)

@@ -662,9 +662,10 @@ __device__ inline void merge_chunks(const float* recv, float* weights, uint32_t 
 // its code does not change with the register allocation of the rest of the kernel: inlined, a
 // change to the dots' code made it 3% slower at position 4096. The
 // kernel's spills went from 56 bytes to none.
-__device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange range,
-                                            float* partial, uint32_t ps, uint8_t* smem) {
-  attn_chunk_partials(a, K, V, range, [&](uint32_t j) { return partial + j * ps; }, smem);
+__device__ __noinline__ void chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, const bf16* k_own,
+                                            const bf16* v_own, PositionRange range, float* partial, uint32_t ps,
+                                            uint8_t* smem) {
+  attn_chunk_partials(a, K, V, k_own, v_own, range, [&](uint32_t j) { return partial + j * ps; }, smem);
 }
 
 // The first chunk whose refill the phase of `layer` starting at the block's next chunk holds
@@ -711,7 +712,7 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   // took 0.2-0.3 us longer than a front-only block's, which holds back the next layer's alone);
   // issued by warps 1-7 while they waited for the peers' rows, 0.6 us longer; issued during a
   // long chunk's K/V staging, 3% slower at position 4096.
-  const AttnChunkShape a{G, D, kClusterRanks, p.context, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
+  const AttnChunkShape a{G, D, kClusterRanks, p.context, 1, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
   const bool hold = b.cluster >= b.l.clusters - b.p.mlp_gangs && attn_warp_chunks(a, chunk_size(n, kClusterRanks));
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
@@ -768,7 +769,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
           if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
       }
     } else {
-      chunk_partials(a, K, V, range, partial, ps, b.smem);
+      chunk_partials(a, K, V, appends ? qkv + size_t(G) * D : nullptr, appends ? qkv + size_t(G + 1) * D : nullptr,
+                     range, partial, ps, b.smem);
     }
     __syncthreads();
     for (uint32_t j = 0; j < G; ++j)

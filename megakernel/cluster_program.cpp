@@ -126,6 +126,8 @@ std::string check(const Graph& g, const Found& f) {
     return std::to_string(p.n_kv_heads) + " kv heads; the program has one cluster of " +
            std::to_string(kClusterRanks) + " blocks a kv head and runs 8 of them";
   if (p.attn_chunks != kClusterRanks) return "attention is in " + std::to_string(p.attn_chunks) + " chunks, not 8 (--attn-chunks 8)";
+  if (p.attn_q_splits != 1)
+    return "attention's q heads are split in " + std::to_string(p.attn_q_splits) + " a kv head (--attn-q-splits 1)";
   const uint32_t H = p.hidden, D = p.head_dim, rank_rows = (group + 2) * D / kClusterRanks;
   // The weight ring's chunks hold whole rows of H (q/k/v, gate, up, LM head), whole rows of a
   // head group's G*D columns (o_proj), and a rank's rows lie in one of q, k and v.

@@ -59,7 +59,7 @@ constexpr uint32_t kClusterMinRingSlots = 4;
 uint32_t longest_chunk(const SpGraphParams& p) { return chunk_size(p.context, p.attn_chunks); }
 
 uint32_t attn_score_positions(const SpGraphParams& p, uint32_t bytes) {
-  const uint32_t group = p.n_heads / p.n_kv_heads;
+  const uint32_t group = p.n_heads / p.n_kv_heads / p.attn_q_splits;  // an attention tile's q heads
   return std::max(1u, std::min(longest_chunk(p), bytes / (4 * group)));
 }
 
@@ -84,10 +84,13 @@ void check_supported(const Graph& g) {
   if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads)
     throw Error("cuda executor: " + std::to_string(p.n_heads) + " q heads do not split over " +
                 std::to_string(p.n_kv_heads) + " kv heads");
-  const uint32_t group = p.n_heads / p.n_kv_heads;
+  if (p.attn_q_splits == 0 || p.n_heads / p.n_kv_heads % p.attn_q_splits)
+    throw Error("cuda executor: attention q-head splits " + std::to_string(p.attn_q_splits) + " do not divide " +
+                std::to_string(p.n_heads / p.n_kv_heads) + " q heads a kv head");
+  const uint32_t group = p.n_heads / p.n_kv_heads / p.attn_q_splits;
   if (group > cuda::kAttnMaxGroup || group * p.head_dim > cuda::kAttnPairsPerThread * cuda::kBlockThreads)
-    throw Error("cuda executor: attention groups of " + std::to_string(group) + " q heads of dim " +
-                std::to_string(p.head_dim) + " are more than the attention tile holds");
+    throw Error("cuda executor: attention tiles of " + std::to_string(group) + " q heads of dim " +
+                std::to_string(p.head_dim) + " are more than the attention tile holds (raise --attn-q-splits)");
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
     if (!(sp_op_executors(t.op) & (SP_ON_CUDA_PLAIN | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)))

@@ -31,7 +31,8 @@ __device__ inline FirstMax first_max(FirstMax a, FirstMax b) {
 }
 
 struct AttnChunkShape {
-  uint32_t group, D, chunks, context;
+  uint32_t group, D, chunks, context;  // group: the q heads of one tile (a kv head's, or a split's)
+  uint32_t q_splits;
   uint32_t score_positions;  // S: positions of one score block (scores row stride)
   uint32_t kv_positions;     // T: positions whose K and V rows one stage holds (2T of one)
   size_t cache_stride, partial_stride;
@@ -128,14 +129,28 @@ __device__ inline bool attn_single_stage(const AttnChunkShape& a, uint32_t len) 
   return len <= a.kv_positions && len <= a.score_positions;
 }
 
+// Stages the cache rows [b, e) of K or V (stage_rows) to kv and waits for them, but the step's
+// own position r.end - 1 when `own` (in shared memory) holds its row: that row is copied from
+// there, so that no tile reads back a row another tile of the kv head appends.
+__device__ inline void stage_cached_rows(const AttnChunkShape& a, const bf16* cache, const bf16* own, PositionRange r,
+                                         uint32_t b, uint32_t e, bf16* kv) {
+  const bool mine = own && e == r.end;
+  stage_rows(cache + size_t(b) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, e - b - mine, a.D);
+  if (mine)
+    for (uint32_t d = threadIdx.x; d < a.D; d += blockDim.x) kv[size_t(e - 1 - b) * a.D + d] = own[d];
+  cp_async_wait_all();
+  __syncthreads();
+}
+
 // The online-softmax partial {m, l, acc[D]} of each q head of the group (q̂ already in shared
 // memory) over the non-empty positions r of the kv head's K and V rows, into its partial row
 // (partial_row(j), in global or, past the tile's own data, shared memory). K and V rows are in
 // shared memory (a single stage: already staged by the caller; else staged here, all loads of a
-// stage in flight at once) and every sum runs from there in position order.
+// stage in flight at once, the step's own k̂ and v from k_own and v_own when the chunk holds
+// the position) and every sum runs from there in position order.
 template <class PartialRow>
-__device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, PositionRange r,
-                                           PartialRow partial_row, uint8_t* smem) {
+__device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* K, const bf16* V, const bf16* k_own,
+                                           const bf16* v_own, PositionRange r, PartialRow partial_row, uint8_t* smem) {
   const uint32_t G = a.group, D = a.D, S = a.score_positions, T = a.kv_positions;
   float* m = reinterpret_cast<float*>(smem);  // [G]
   const bf16* q = reinterpret_cast<const bf16*>(smem + attn_q_offset());
@@ -161,11 +176,7 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
       if (pass == 0 || rescore)
         for (uint32_t kb = sb; kb < se; kb += 2 * T) {
           const uint32_t ke = min(kb + 2 * T, se);
-          if (!both) {
-            stage_rows(K + size_t(kb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ke - kb, D);
-            cp_async_wait_all();
-            __syncthreads();
-          }
+          if (!both) stage_cached_rows(a, K, k_own, r, kb, ke, kv);
           attn_scores(a, q, kv, kb, ke, scale, scores + (kb - sb));
         }
       if (pass == 0) {
@@ -183,9 +194,7 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
         const uint32_t ve = min(vb + 2 * T, se);
         const bf16* Vs = kv_second;
         if (!both) {
-          stage_rows(V + size_t(vb) * a.cache_stride, kv, nullptr, nullptr, a.cache_stride, ve - vb, D);
-          cp_async_wait_all();
-          __syncthreads();
+          stage_cached_rows(a, V, v_own, r, vb, ve, kv);
           Vs = kv;
         }
 #pragma unroll
@@ -316,19 +325,23 @@ __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t st
   }
 }
 
-// Tile kv_head * chunks + chunk (tasks/opcodes.h, SP_OP_ATTENTION), in as few round trips as
-// the data allows; an empty chunk does nothing. (1) One asynchronous stage of the group's raw
-// q heads, the norm weights, the RoPE row, raw k and v when the chunk holds the position, and
-// (a single stage) the chunk's cached K and V rows; (2) warps 0..G-1 normalise and rotate the
-// q heads in place, and two more append k̂ and v to the caches (and to the staged rows); (3)
+// Tile unit * chunks + chunk (tasks/opcodes.h, SP_OP_ATTENTION), unit = kv_head * q_splits +
+// split, in as few round trips as the data allows; an empty chunk does nothing. (1) One
+// asynchronous stage of the tile's raw q heads, the norm weights, the RoPE row, raw k and v when
+// the chunk holds the position, and (a single stage) the chunk's cached K and V rows; (2) warps
+// 0..G-1 normalise and rotate the q heads in place, and two more put k̂ and v in the staged
+// rows and, in the kv head's first split, append them to the caches (no tile reads a row of
+// its own step back from the caches, so the other splits need not wait for that); (3)
 // the partials, by warp j for q head j when the step's chunks are short (attn_warp_chunks),
 // else by the block; (4) the only non-empty chunk merges them at once, from registers or from
 // shared memory; otherwise they are stored, thread 0 counts the tile in, and the group's last
 // tile stages every non-empty chunk's rows in one round trip and merges.
 __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
-                                      uint32_t kv_head, uint32_t chunk, uint32_t position, uint8_t* smem) {
+                                      uint32_t unit, uint32_t chunk, uint32_t position, uint8_t* smem) {
   const SpGraphParams& p = *c.params;
   const uint32_t G = a.group, D = a.D, Hq = p.n_heads, Hkv = p.n_kv_heads, R = p.rotary_dim;
+  const uint32_t kv_head = unit / a.q_splits;
+  const bool appender = unit % a.q_splits == 0;
   const uint32_t n = position + 1;
   const PositionRange r = chunk_positions(n, a.chunks, chunk);
   const uint32_t len = r.end - r.begin;
@@ -345,7 +358,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const AttnConsts at = attn_consts(D, R);
   bf16 *q_norm = consts + at.q_norm, *k_norm = consts + at.k_norm, *rope = consts + at.rope;
   bf16 *k_new = consts + at.k_new, *v_new = consts + at.v_new;
-  stage_to_shared<Src::Data>(qkv + size_t(kv_head) * G * D, q, G * D);
+  stage_to_shared<Src::Data>(qkv + size_t(unit) * G * D, q, G * D);
   stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
   stage_to_shared<Src::Resident>(
       view_data<const bf16>(c, t.operand[4]) + size_t(position) * c.views[t.operand[4]].row_stride, rope, R);
@@ -367,13 +380,13 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     bf16* cache_row = (w == G ? K : V) + size_t(position) * a.cache_stride;
     bf16* staged_row = (w == G ? kv : kv_second) + size_t(cached) * D;
     for (uint32_t d = lane_id(); d < D; d += 32) {
-      cache_row[d] = row[d];
+      if (appender) cache_row[d] = row[d];
       if (single) staged_row[d] = row[d];
     }
   }
-  __syncthreads();  // q̂ and the staged rows are complete; a later stage reads the appended rows back
+  __syncthreads();  // q̂, k̂ and the staged rows are complete
   const uint32_t used = nonempty_chunks(n, a.chunks);
-  float* partials = view_data<float>(c, t.operand[5]) + size_t(kv_head) * G * a.chunks * a.partial_stride;
+  float* partials = view_data<float>(c, t.operand[5]) + size_t(unit) * G * a.chunks * a.partial_stride;
   auto head_partials = [&](uint32_t j) { return partials + size_t(j) * a.chunks * a.partial_stride; };
   const MergeArea area = merge_area(smem, used, uint32_t(a.partial_stride));
   if (attn_warp_chunks(a, chunk_size(n, a.chunks))) {
@@ -381,7 +394,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     if (j < G) {
       const WarpPartial w = attn_warp_partial(a, q + size_t(j) * D, kv, kv_second, len);
       if (used == 1) {  // the merge of this one chunk, from registers
-        bf16* out = view_data<bf16>(c, t.operand[6]) + (size_t(kv_head) * G + j) * D;
+        bf16* out = view_data<bf16>(c, t.operand[6]) + (size_t(unit) * G + j) * D;
         const float weight = attn_merge_weight<float>(&w.m, attn_merge_max<float>(&w.m, 0, 1));
 #pragma unroll
         for (uint32_t i = 0; i < kWarpChunkDims; ++i)
@@ -399,17 +412,17 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     }
     if (used == 1) return;
   } else {
-    attn_chunk_partials(a, K, V, r, [&](uint32_t j) {
+    attn_chunk_partials(a, K, V, appends ? k_new : nullptr, appends ? v_new : nullptr, r, [&](uint32_t j) {
       return used == 1 ? area.head(j) : head_partials(j) + chunk * a.partial_stride;
     }, smem);
   }
   if (used > 1) {
-    if (!block_arrived_last(view_data<uint32_t>(c, t.operand[7])[kv_head], used)) return;
+    if (!block_arrived_last(view_data<uint32_t>(c, t.operand[7])[unit], used)) return;
     for (uint32_t j = 0; j < G; ++j) stage_floats(head_partials(j), area.head(j), used * a.partial_stride);
     cp_async_wait_all();
   }
   merge_heads([&](uint32_t j) { return area.head(j) + (used > 1 ? skew16(head_partials(j)) : 0u); }, area,
-              uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(kv_head) * G * D, smem);
+              uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(unit) * G * D, smem);
 }
 
 // The persistent kernel's `extras` carry the step's position; without them (per-op kernels) it is
@@ -423,8 +436,15 @@ __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint
   const uint32_t position =
       extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
   if (position >= p.context) return fail_task(site, kFailPositionRange, position, p.context);
-  const AttnChunkShape a{p.n_heads / p.n_kv_heads, p.head_dim, p.attn_chunks, p.context, score_positions, kv_positions,
-                         c.views[t.operand[3]].row_stride, c.views[t.operand[5]].row_stride};
+  const AttnChunkShape a{p.n_heads / p.n_kv_heads / p.attn_q_splits,
+                         p.head_dim,
+                         p.attn_chunks,
+                         p.context,
+                         p.attn_q_splits,
+                         score_positions,
+                         kv_positions,
+                         c.views[t.operand[3]].row_stride,
+                         c.views[t.operand[5]].row_stride};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
     attention_tile(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
     __syncthreads();  // the next tile reuses shared memory

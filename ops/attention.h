@@ -1,8 +1,10 @@
-// ATTENTION (docs/numerics.md): split-position attention. A (kv head, non-empty chunk) tile
-// normalises and rotates its group's q heads, appends k and v when its chunk holds the step's
-// position, and writes online-softmax partials {m, l, acc[D]} (f32) for every q head of the
-// group; the group's last tile to finish (or its only one) merges a q head's chunks in chunk
-// order.
+// ATTENTION (docs/numerics.md): split-position attention. A (kv head, q-head split, non-empty
+// chunk) tile normalises and rotates its q heads (a kv head's group, or with q-head splits an
+// equal part of it), takes the step's own k̂ and v from the q/k/v rows when its chunk holds the
+// step's position (the first split's tile also appends them to the caches), and writes
+// online-softmax partials {m, l, acc[D]} (f32) for each of its q heads; the split's last tile
+// to finish (or its only one) merges a q head's chunks in chunk order. Every q head's math is
+// its own, so the splits do not change the bits.
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -41,16 +43,26 @@ SP_HDI uint32_t nonempty_chunks(uint32_t n, uint32_t chunks) {
   return (n + size - 1) / size;
 }
 
+// One kv head's K and V rows over a chunk: row t at t * stride, except the step's own position
+// `own` (past the chunk when it is not there), whose rows are k_own and v_own.
+struct KvRows {
+  const bf16 *K, *V;
+  size_t stride;
+  uint32_t own;
+  const bf16 *k_own, *v_own;
+  const bf16* k(uint32_t t) const { return t == own ? k_own : K + t * stride; }
+  const bf16* v(uint32_t t) const { return t == own ? v_own : V + t * stride; }
+};
+
 // The partial {m, l, acc[D]} of the q head q̂ (D values at q) over the non-empty positions r
-// of one kv head's K and V rows (row t at t * stride), written to `row`.
+// of one kv head's K and V rows, written to `row`.
 template <class Acc>
-void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride, uint32_t D, PositionRange r,
-                     float* row) {
+void attn_chunk_head(const bf16* q, const KvRows& kv, uint32_t D, PositionRange r, float* row) {
   const Acc scale = pm_rsqrt(Acc(D));
   std::vector<Acc> s(r.end - r.begin);
   Acc m = -INFINITY;
   for (uint32_t t = r.begin; t < r.end; ++t) {
-    const bf16* k = K + t * stride;
+    const bf16* k = kv.k(t);
     s[t - r.begin] = canonical_dot<Acc>(int(D), [q](int i) { return widen<Acc>(q[i]); },
                                         [k](int i) { return widen<Acc>(k[i]); }) * scale;
     if (s[t - r.begin] > m) m = s[t - r.begin];
@@ -61,7 +73,7 @@ void attn_chunk_head(const bf16* q, const bf16* K, const bf16* V, size_t stride,
   std::vector<Acc> acc(D, Acc(0));
   for (uint32_t t = r.begin; t < r.end; ++t) {
     const Acc p = pm_exp(s[t - r.begin] - Acc(m_stored));
-    const bf16* v = V + t * stride;
+    const bf16* v = kv.v(t);
     l = l + p;
     for (uint32_t d = 0; d < D; ++d) acc[d] = acc[d] + p * widen<Acc>(v[d]);
   }
@@ -149,37 +161,43 @@ struct AttentionArgs {
   float* partials;          // row q_head * chunks + chunk: {m, l, acc[D]}
   size_t partial_row_stride;
   bf16* out;                // [Hq * D]
-  uint32_t* arrivals;       // [Hkv], zero between steps
-  uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, position, norm_kind;
+  uint32_t* arrivals;       // [Hkv * q_splits], zero between steps
+  uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, q_splits, position, norm_kind;
   float eps;
 };
 
-// Tile kv_head * chunks + chunk over the positions 0..position (opcodes.h, SP_OP_ATTENTION).
-// An empty chunk does nothing; the non-empty ones count in, and the last merges, unless there
-// is only one, which merges its own partials at once.
+// Tile (kv_head * q_splits + split) * chunks + chunk over the positions 0..position (opcodes.h,
+// SP_OP_ATTENTION). An empty chunk does nothing; the non-empty ones count in, and the last
+// merges, unless there is only one, which merges its own partials at once.
 template <class Acc>
 void attention_tile(const AttentionArgs& a, uint32_t tile) {
-  const uint32_t D = a.head_dim, Hq = a.n_heads, Hkv = a.n_kv_heads, group = Hq / Hkv, n = a.position + 1;
-  const uint32_t g = tile / a.chunks, c = tile % a.chunks;
+  const uint32_t D = a.head_dim, Hq = a.n_heads, Hkv = a.n_kv_heads, n = a.position + 1;
+  const uint32_t heads = Hq / Hkv / a.q_splits, unit = tile / a.chunks, c = tile % a.chunks;
+  const uint32_t g = unit / a.q_splits;
   const PositionRange r = chunk_positions(n, a.chunks, c);
   if (r.begin == r.end) return;
   const size_t stride = a.cache_row_stride;
   bf16* K = a.kv_cache + size_t(g) * a.context * stride;
   bf16* V = a.kv_cache + size_t(Hkv + g) * a.context * stride;
-  if (r.end == n) {  // the chunk holds the position: append k and v
+  std::vector<bf16> k_own(D);
+  const bf16* v_own = a.qkv + size_t(Hq + Hkv + g) * D;
+  if (r.end == n) {  // the chunk holds the position: its rows are k̂ and v, appended by the first split
     norm_rope_head<Acc>(a.qkv + size_t(Hq + g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
-                        K + a.position * stride);
-    const bf16* v = a.qkv + size_t(Hq + Hkv + g) * D;
-    std::copy(v, v + D, V + a.position * stride);
+                        k_own.data());
+    if (unit % a.q_splits == 0) {
+      std::copy(k_own.begin(), k_own.end(), K + a.position * stride);
+      std::copy(v_own, v_own + D, V + a.position * stride);
+    }
   }
+  const KvRows kv{K, V, stride, a.position, k_own.data(), v_own};
   std::vector<bf16> q(D);
-  for (uint32_t h = g * group; h < (g + 1) * group; ++h) {
+  for (uint32_t h = unit * heads; h < (unit + 1) * heads; ++h) {
     norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
-    attn_chunk_head<Acc>(q.data(), K, V, stride, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
+    attn_chunk_head<Acc>(q.data(), kv, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
   }
   const uint32_t used = nonempty_chunks(n, a.chunks);
-  if (used == 1 || arrive_last(a.arrivals[g], used))
-    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, used, D, a.out, g * group, (g + 1) * group);
+  if (used == 1 || arrive_last(a.arrivals[unit], used))
+    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, used, D, a.out, unit * heads, (unit + 1) * heads);
 }
 
 }  // namespace spindle

@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   WORD("SP_PARAMS_", SpGraphParams, vocab);
   WORD("SP_PARAMS_", SpGraphParams, context);
   WORD("SP_PARAMS_", SpGraphParams, attn_chunks);
+  WORD("SP_PARAMS_", SpGraphParams, attn_q_splits);
   WORD("SP_PARAMS_", SpGraphParams, norm_kind);
   WORD("SP_PARAMS_", SpGraphParams, rms_eps);
   WORD("SP_PARAMS_", SpGraphParams, max_steps);

@@ -1,9 +1,11 @@
-// ATTENTION (docs/numerics.md, ops/attention.h attention_tile). A (kv head, chunk) tile gives
-// each q head of the group to a logical warp, which normalises and rotates it into its shared
-// slot and scores the chunk's positions twice (once for the max, once for the weights) rather
-// than keeping the scores, so no length limits the chunk; a few positions at a time, their K
-// and V rows loaded together. The tile whose chunk holds the step's position first appends k̂
-// and v (its first warp's item), then every tile counts itself in, and the group's last merges.
+// ATTENTION (docs/numerics.md, ops/attention.h attention_tile). A (kv head, q-head split,
+// chunk) tile gives each of its q heads to a logical warp, which normalises and rotates it into
+// its shared slot and scores the chunk's positions twice (once for the max, once for the
+// weights) rather than keeping the scores, so no length limits the chunk; a few positions at a
+// time, their K and V rows loaded together. A tile whose chunk holds the step's position first
+// normalises and rotates k into a slot of its own (its first warp's item), from which its warps
+// read the position's K row (and its V row from the raw v), and in the kv head's first split
+// appends k̂ and v to the caches; then every tile counts itself in, and the split's last merges.
 // Every warp runs every loop (workgroup.glsl); one past the last head repeats it and writes
 // nothing.
 #ifndef SP_OP_ATTENTION_GLSL
@@ -77,8 +79,8 @@ uvec4 slot8(uint slot, uint k, uint D) {
   return o;
 }
 
-// k̂ (in the warp's slot) and v to the caches' rows of the position, by the warp that normed k
-// (writes). Call in uniform control flow.
+// k̂ (in its slot) and v to the caches' rows of the position, by the warp that normed k in the
+// kv head's first split (writes). Call in uniform control flow.
 void append_kv(bool writes, uint slot, uint64_t v_addr, uint64_t k_row, uint64_t v_row, uint D) {
   Halves v = Halves(v_addr), k_dst = Halves(k_row), v_dst = Halves(v_row);
   for (uint j = 0u; j < trips(D, LANES); ++j) {
@@ -90,12 +92,28 @@ void append_kv(bool writes, uint slot, uint64_t v_addr, uint64_t k_row, uint64_t
   }
 }
 
+// One kv head's K and V rows: rows k_base + t and v_base + t of the cache, but the step's own
+// position `own`'s, which are k̂ in the shared slot k_slot and the raw v at v_own.
+struct KvRows {
+  View cache;
+  uint k_base, v_base, own, k_slot;
+  uint64_t v_own;
+};
+
+// The octets at k of position p's K or V row.
+uvec4 k_octet(KvRows kv, uint p, uint k, uint D, bool vec) {
+  return p == kv.own ? slot8(kv.k_slot, k, D) : data8(row_address(kv.cache, kv.k_base + p, 2u), k, D, vec);
+}
+uvec4 v_octet(KvRows kv, uint p, uint k, uint D, bool vec, bool v_own_vec) {
+  return p == kv.own ? data8(kv.v_own, k, D, v_own_vec) : data8(row_address(kv.cache, kv.v_base + p, 2u), k, D, vec);
+}
+
 // The partial {m, l, acc[D]} of the q head in the warp's slot over the positions `range` of one
-// kv head's K and V rows (rows k_base + t and v_base + t of the cache) into row, when writes.
-// A head has at most 256 dims, one block of the canonical dot: lane l holds dims 8l .. 8l + 7
-// of q, of each K and V row, and of the output. A warp that writes nothing loads nothing.
-void chunk_partial(bool writes, uint slot, View cache, uint k_base, uint v_base, uvec2 range, Words row, uint D) {
-  const bool vec = vec_readable(cache.addr, cache.stride, D);
+// kv head's K and V rows into row, when writes. A head has at most 256 dims, one block of the
+// canonical dot: lane l holds dims 8l .. 8l + 7 of q, of each K and V row, and of the output.
+// A warp that writes nothing loads nothing.
+void chunk_partial(bool writes, uint slot, KvRows kv, uvec2 range, Words row, uint D) {
+  const bool vec = vec_readable(kv.cache.addr, kv.cache.stride, D), v_own_vec = vec_readable(kv.v_own, 0u, D);
   const uint k8 = lane() * DOT_VEC, count = octet_count(k8, D);
   const uint rounds = trips(range.y - range.x, ATTN_UNROLL);
   precise float scale = pm_rsqrt(float(D));
@@ -106,7 +124,7 @@ void chunk_partial(bool writes, uint slot, View cache, uint k_base, uint v_base,
     [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
       const uint p = range.x + j * ATTN_UNROLL + u;
       const bool load = writes && p < range.y && count > 0u;
-      k_oct[u] = load ? data8(row_address(cache, k_base + p, 2u), k8, D, vec) : uvec4(0u);
+      k_oct[u] = load ? k_octet(kv, p, k8, D, vec) : uvec4(0u);
     }
     [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
       if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
@@ -122,8 +140,8 @@ void chunk_partial(bool writes, uint slot, View cache, uint k_base, uint v_base,
     [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
       const uint p = range.x + j * ATTN_UNROLL + u;
       const bool load = writes && p < range.y && count > 0u;
-      k_oct[u] = load ? data8(row_address(cache, k_base + p, 2u), k8, D, vec) : uvec4(0u);
-      v_oct[u] = load ? data8(row_address(cache, v_base + p, 2u), k8, D, vec) : uvec4(0u);
+      k_oct[u] = load ? k_octet(kv, p, k8, D, vec) : uvec4(0u);
+      v_oct[u] = load ? v_octet(kv, p, k8, D, vec, v_own_vec) : uvec4(0u);
     }
     [[unroll]] for (uint u = 0u; u < ATTN_UNROLL; ++u) {
       if (range.x + j * ATTN_UNROLL + u >= range.y) break;  // the same for the whole workgroup
@@ -146,42 +164,51 @@ void chunk_partial(bool writes, uint slot, View cache, uint k_base, uint v_base,
     if (writes && i < count) row.w[2u + k8 + i] = floatBitsToUint(acc[i]);
 }
 
-// The group's partials of the non-empty chunk c. Items are the group's q heads, after the k
-// head when the chunk holds the position: the warp that normed k appends k̂ and v, and the
-// other warps' scores read the K row after the barrier.
-void attend_chunk(Task t, uint kv, uint c, uvec2 range, uint position) {
+// The tile's q heads (an attention tile's: tile_heads) of each kv head.
+uint tile_heads() {
+  return param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads) / param(SP_PARAMS_attn_q_splits);
+}
+
+// The partials of the non-empty chunk c of unit = kv head * q splits + split. Items are the
+// unit's q heads, after the k head when the chunk holds the position: the warp that normed k
+// into its own slot (past the warps') appends k̂ and v in the first split, and the other warps'
+// scores read k̂ from that slot after the barrier.
+void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position) {
   const uint D = param(SP_PARAMS_head_dim), half_ = param(SP_PARAMS_rotary_dim) / 2u;
-  const uint Hq = param(SP_PARAMS_n_heads), Hkv = param(SP_PARAMS_n_kv_heads), group = Hq / Hkv;
+  const uint Hq = param(SP_PARAMS_n_heads), Hkv = param(SP_PARAMS_n_kv_heads), group = tile_heads();
   const uint context = param(SP_PARAMS_context), chunks = param(SP_PARAMS_attn_chunks);
+  const uint splits = param(SP_PARAMS_attn_q_splits), kv = unit / splits;
   const uint64_t qkv = load_view(t.operand[0]).addr;
   const uint64_t q_norm = load_view(t.operand[1]).addr, k_norm = load_view(t.operand[2]).addr;
   const View cache = load_view(t.operand[3]), partials = load_view(t.operand[5]);
   ConstHalves rope = ConstHalves(row_address(load_view(t.operand[4]), position, 2u));
-  const uint k_base = kv * context, v_base = (Hkv + kv) * context;
+  const uint64_t v_own = qkv + uint64_t(Hq + Hkv + kv) * D * 2u;
+  const KvRows rows = KvRows(cache, kv * context, (Hkv + kv) * context, position, warps() * D, v_own);
   const uint lead = range.y == position + 1u ? 1u : 0u;  // item 0 is the k head
   const uint items = group + lead, slot = warp() * D;
   for (uint first = 0u; first < items; first += warps()) {
     const bool valid = first + warp() < items;
     const uint item = min(first + warp(), items - 1u);
     const bool is_k = item < lead;
-    const uint h = kv * group + (is_k ? 0u : item - lead);
-    norm_rope_to_slot(qkv + uint64_t(is_k ? Hq + kv : h) * D * 2u, is_k ? k_norm : q_norm, rope, D, half_, slot);
+    const uint h = unit * group + (is_k ? 0u : item - lead);
+    norm_rope_to_slot(qkv + uint64_t(is_k ? Hq + kv : h) * D * 2u, is_k ? k_norm : q_norm, rope, D, half_,
+                      is_k ? rows.k_slot : slot);
     if (first < lead) {
-      append_kv(valid && is_k, slot, qkv + uint64_t(Hq + Hkv + kv) * D * 2u,
-                row_address(cache, k_base + position, 2u), row_address(cache, v_base + position, 2u), D);
-      sync_workgroup_buffers();
+      append_kv(valid && is_k && unit % splits == 0u, rows.k_slot, v_own, row_address(cache, rows.k_base + position, 2u),
+                row_address(cache, rows.v_base + position, 2u), D);
+      sync_shared();
     }
     Words row = Words(row_address(partials, h * chunks + c, 4u));
-    chunk_partial(valid && !is_k, slot, cache, k_base, v_base, range, row, D);
+    chunk_partial(valid && !is_k, slot, rows, range, row, D);
   }
 }
 
 // The group's q heads merged from the partials of their `used` non-empty chunks into out
 // (ops/attention.h attn_merge_head), a warp a head, lane l dims l + 32i.
-void merge_group(View partials, uint64_t out_all, uint kv, uint group, uint chunks, uint used, uint D) {
+void merge_group(View partials, uint64_t out_all, uint unit, uint group, uint chunks, uint used, uint D) {
   for (uint first = 0u; first < group; first += warps()) {
     const bool valid = first + warp() < group;
-    const uint h = kv * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
+    const uint h = unit * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
     precise float M = uintBitsToFloat(NEG_INF);
     for (uint c = 0u; c < used; ++c) {
       precise float m = uintBitsToFloat(Words(row_address(partials, h * chunks + c, 4u)).w[0]);
@@ -213,29 +240,27 @@ void merge_group(View partials, uint64_t out_all, uint kv, uint group, uint chun
 }
 
 // Operands: 0 qkv, 1 q_norm, 2 k_norm, 3 KV cache, 4 RoPE table, 5 partials [Hq * chunks, D + 2]
-// f32 {m, l, acc[D]}, 6 out [Hq * D] bf16, 7 arrivals [Hkv] u32.
+// f32 {m, l, acc[D]}, 6 out [Hq * D] bf16, 7 arrivals [Hkv * q splits] u32.
 void run_attention(Task t) {
   uint position;
   if (!position_in_range(position)) return;
-  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
-  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
+  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks), group = tile_heads();
   const View partials = load_view(t.operand[5]);
   const uint used = nonempty_chunks(position + 1u, chunks);
   for (uint tile = t.tile_begin; tile < t.tile_end; ++tile) {
-    const uint kv = tile / chunks, c = tile % chunks;
+    const uint unit = tile / chunks, c = tile % chunks;
     const uvec2 range = chunk_positions(position + 1u, chunks, c);
     if (range.x == range.y) continue;  // an empty chunk: no partials, no arrival
-    attend_chunk(t, kv, c, range, position);
+    attend_chunk(t, unit, c, range, position);
     if (used == 1u) sync_workgroup_buffers();  // the only chunk merges its own partials
-    if (used == 1u || arrived_last(load_view(t.operand[7]).addr, kv, used))
-      merge_group(partials, load_view(t.operand[6]).addr, kv, group, chunks, used, D);
+    if (used == 1u || arrived_last(load_view(t.operand[7]).addr, unit, used))
+      merge_group(partials, load_view(t.operand[6]).addr, unit, group, chunks, used, D);
   }
 }
 
 // An upper bound: every tile may append, and any may merge.
 uint cost_attention(Task t) {
-  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks);
-  const uint group = param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads);
+  const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks), group = tile_heads();
   const uint longest = trips(step_state().w[SP_STATE_position] + 1u, chunks);
   const uint norm_rope = trips(D, DOT_BLOCK) + trips(D, LANES) + trips(param(SP_PARAMS_rotary_dim) / 2u, LANES);
   const uint per_item = norm_rope + trips(D, LANES) + 2u * trips(longest, ATTN_UNROLL) + trips(D + 1u, LANES) + 1u;

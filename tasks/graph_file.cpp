@@ -37,6 +37,7 @@ constexpr std::pair<const char*, uint32_t SpGraphParams::*> kU32Params[] = {
     {"vocab", &SpGraphParams::vocab},
     {"context", &SpGraphParams::context},
     {"attn_chunks", &SpGraphParams::attn_chunks},
+    {"attn_q_splits", &SpGraphParams::attn_q_splits},
     {"norm_kind", &SpGraphParams::norm_kind},
     {"max_steps", &SpGraphParams::max_steps},
 };

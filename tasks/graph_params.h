@@ -20,7 +20,8 @@ struct SpGraphParams {
   float rms_eps;
   float rope_theta;
   uint32_t max_steps;     // capacity of the forced/out token arrays
-  uint32_t reserved[2];
+  uint32_t attn_q_splits; // parts each kv head's q heads are split into (ATTENTION's tiles)
+  uint32_t reserved;
 };
 
 #ifdef __cplusplus

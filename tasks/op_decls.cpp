@@ -52,9 +52,10 @@ void check_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
 void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
   const SpGraphParams& p = g.params;  // checked by graph_layout_problem
   const uint64_t Hq = p.n_heads, Hkv = p.n_kv_heads, D = p.head_dim, R = p.rotary_dim, ctx = p.context,
-                 chunks = p.attn_chunks;
-  if (t.tile_end > Hkv * chunks)
-    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(Hkv * chunks) + " (kv head, chunk) tiles");
+                 chunks = p.attn_chunks, units = Hkv * p.attn_q_splits;
+  if (t.tile_end > units * chunks)
+    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(units * chunks) +
+           " (kv head, q-head split, chunk) tiles");
   o.array(0, {SP_BF16}, (Hq + 2 * Hkv) * D, "elements of the q, k and v heads");
   o.array(1, {SP_BF16}, D, "q norm weights");
   o.array(2, {SP_BF16}, D, "k norm weights");
@@ -65,7 +66,7 @@ void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
     refuse("operand 5 'partials' has rows of " + str(o.view(5).cols) + " elements " + str(o.view(5).row_stride) +
            " apart, not " + str(D + 2) + " back to back: the CUDA merge stages whole rows");
   o.array(6, {SP_BF16}, Hq * D, "elements of the q heads' outputs");
-  o.array(7, {SP_U32}, Hkv, "arrival words of the kv heads");
+  o.array(7, {SP_U32}, units, "arrival words of the kv heads' q-head splits");
 }
 
 void check_sample(const Graph& g, const SpTask& t, const OperandCheck& o) {

@@ -50,16 +50,19 @@ enum SpOpcode : uint32_t {
   //   0 Wg [I,K] bf16   1 Wu [I,K] bf16   2 x [K] bf16   3 norm weight [K] bf16   4 out [I] bf16
   SP_OP_GATE_UP = 3,
   // Attention of the step's position p over the positions 0..p, split into `attn_chunks`
-  // chunks (ops/attention.h chunk_positions), for one kv head g and the q heads of its group.
-  // The tile normalises (RMSNorm over head_dim) and rotates (RoPE at p) its q heads; the tile
-  // whose chunk holds p also appends k (normed and rotated) and v at row p of the caches. Each
-  // tile writes online-softmax partials; the group's last tile to finish in the step (counted
-  // in the arrivals word of g, which it resets to 0) merges them in chunk order into out.
-  // Tiles: kv_head * attn_chunks + chunk.
+  // chunks (ops/attention.h chunk_positions), for one kv head g and a part of its group's q
+  // heads: the group split into `attn_q_splits` equal parts, unit u = g * attn_q_splits + split
+  // holding q heads u*G' .. u*G' + G' - 1 (G' = group / attn_q_splits). The tile normalises
+  // (RMSNorm over head_dim) and rotates (RoPE at p) its q heads; a tile whose chunk holds p
+  // also normalises and rotates k, scores position p against that k̂ and the raw v (never the
+  // caches' row p), and in split 0 appends k̂ and v at row p of the caches. Each tile writes
+  // online-softmax partials; the unit's last tile to finish in the step (counted in the
+  // arrivals word of u, which it resets to 0) merges them in chunk order into out.
+  // Tiles: unit * attn_chunks + chunk.
   //   0 qkv [(Hq+2Hkv)*D] bf16 (q heads, k heads, v heads)   1 q_norm [D]   2 k_norm [D]
   //   3 KV cache [2*Hkv*ctx, D] bf16: K row g*ctx + t, V row (Hkv+g)*ctx + t
   //   4 rope table [ctx, R] bf16   5 partials [Hq*chunks, D+2] f32 {m, l, acc[D]}
-  //   6 out [Hq*D] bf16   7 arrivals [Hkv] u32, zero between steps
+  //   6 out [Hq*D] bf16   7 arrivals [Hkv*attn_q_splits] u32, zero between steps
   SP_OP_ATTENTION = 4,
   // Choose the next token from the logits (greedy from the argmax partials when the step
   // state's temperature is 0, else seeded temperature/top-k/top-p sampling), record it and

@@ -96,6 +96,9 @@ std::string graph_layout_problem(const Graph& g) {
                  chunks = p.attn_chunks;
   if (Hkv == 0 || Hq == 0 || Hq % Hkv || Hq + 2 * Hkv > UINT32_MAX)
     return "the graph's " + str(Hq) + " q heads are not a whole number of groups of its " + str(Hkv) + " kv heads";
+  if (p.attn_q_splits == 0 || (Hq / Hkv) % p.attn_q_splits)
+    return "the graph's attention q-head splits " + str(p.attn_q_splits) + " do not divide a kv head's " +
+           str(Hq / Hkv) + " q heads";
   if (D == 0 || D > kMaxHeadDim || R > D || R % 2)
     return "the graph's rotary dims " + str(R) + " are not an even number at most its head dim " + str(D) +
            " (at most " + str(kMaxHeadDim) + ")";

@@ -63,7 +63,8 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
-  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--o-proj-split 2",
+  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--attn-q-splits 1",
+                             "--o-proj-split 2",
                              "--down-split 16/4", "--fused-mlp 16/4", "--kv-head-waits"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
@@ -82,7 +83,7 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
     for (const json& t : j.at("tasks")) n += t.at("op") == "attention";
     return std::pair{n, j.at("params").at("attn_chunks").get<uint32_t>()};
   };
-  const auto [one, one_param] = attention("--attn-chunks 1");
+  const auto [one, one_param] = attention("--attn-chunks 1 --attn-q-splits 1");
   const auto [five, five_param] = attention("--attn-chunks 5");
   CHECK(one_param == 1);
   CHECK(five_param == 5);
@@ -90,6 +91,19 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
   const CliResult r = dump_tiny("--attn-chunks 33");
   CHECK(r.status == 2);
   CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
+}
+
+TEST_CASE("--attn-q-splits sets the attention tasks' q-head splits; one that does not divide a kv head's q heads is refused") {
+  const CliResult r = dump_tiny("--attn-chunks 2 --attn-q-splits 2");
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("params").at("attn_q_splits") == 2);
+  size_t n = 0;
+  for (const json& t : j.at("tasks")) n += t.at("op") == "attention";
+  CHECK(n == size_t(j.at("params").at("n_layers").get<uint32_t>()) * 2 * 2 * 2);  // kv heads × splits × chunks
+  const CliResult bad = dump_tiny("--attn-q-splits 3");
+  CHECK(bad.status == 2);
+  CHECK(bad.err_has("attention q-head splits 3 do not divide a kv head's 2 q heads"));
 }
 
 TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and down's tasks only; bad ones are refused") {

@@ -110,41 +110,50 @@ TEST_CASE("tiny: every position's logits match under teacher forcing") {
   }
 }
 
-TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and V tiles) matches, static lists and per-op") {
-  // Budgets of a few positions make every chunk take the multi-tile and re-scoring paths.
-  const TinyModel& m = tiny_model();
+TEST_CASE("tiny: attention staged a few positions at a time (score blocks, K and V tiles) matches, static lists and per-op, q heads split too") {
+  // Budgets of a few positions make every chunk take the multi-tile and re-scoring paths; with
+  // the q heads split, the second split's tiles stage the step's own K and V rows from k̂ and v.
+  const TinyModel& plain = tiny_model();
+  const TinyModel split = tiny_q_split_model(3);
   const std::vector<uint32_t> prompt = {17, 4};
-  const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, prompt, 50);
-  const uint32_t kv_per_position = 4 * m.graph.params.head_dim;                                 // K and V, bf16
-  const uint32_t score_per_position = 4 * (m.graph.params.n_heads / m.graph.params.n_kv_heads);  // f32 per q head
+  const Decoded expect = run_decode(plain.graph, plain.weights, {ExecutorKind::Sequential}, prompt, 50);
+  for (const TinyModel* m : {&plain, &split})
   for (uint32_t kv_positions : {1u, 3u, 4u})
     for (uint32_t score_positions : {2u, 5u, 8u}) {
+      const SpGraphParams& p = m->graph.params;
+      CAPTURE(p.attn_q_splits);
       CAPTURE(kv_positions);
       CAPTURE(score_positions);
       MegakernelTuning tuning;
-      tuning.attn_kv_bytes = kv_positions * kv_per_position;
-      tuning.attn_score_bytes = score_positions * score_per_position;
+      tuning.attn_kv_bytes = kv_positions * 4 * p.head_dim;                                      // K and V, bf16
+      tuning.attn_score_bytes = score_positions * 4 * (p.n_heads / p.n_kv_heads / p.attn_q_splits);  // f32 a q head
       for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
         CAPTURE(cuda_mode_name(mode));
-        CudaExecutor ex(m.graph, m.weights, cuda_options(mode, ScheduleKind::Static, 0, tuning));
-        check_same(run_decode(ex, m.graph, prompt, 50), expect);
+        CudaExecutor ex(m->graph, m->weights, cuda_options(mode, ScheduleKind::Static, 0, tuning));
+        check_same(run_decode(ex, m->graph, prompt, 50), expect);
       }
     }
 }
 
-TEST_CASE("tiny: short chunks (a warp a q head) and longer ones (the block), one a kv head or several, match") {
+TEST_CASE("tiny: short chunks (a warp a q head) and longer ones (the block), one a kv head or several, q heads split or not, match") {
   // Every position's logits over 130 forced tokens: one chunk of 1 to 130 positions, or 4
-  // chunks of ceil(n / 4), 1 to 33 positions; the warp path takes chunks of up to 16.
+  // chunks of ceil(n / 4), 1 to 33 positions; the warp path takes chunks of up to 16. The
+  // reference is the graph whose q heads are not split.
   const TinyModel& m = tiny_model();
-  for (uint32_t chunks : {1u, 4u}) {
+  for (uint32_t chunks : {1u, 4u})
+  for (uint32_t q_splits : {1u, 2u}) {
     CAPTURE(chunks);
+    CAPTURE(q_splits);
     BuildOptions b;
     b.context = 140;
     b.attn_chunks = chunks;
+    b.attn_q_splits = 1;
+    const Graph plain = build_decode_graph(m.weights, b);
+    b.attn_q_splits = q_splits;
     const Graph g = build_decode_graph(m.weights, b);
     const std::vector<uint32_t> ids = spread_ids(g.params.vocab, 130);
-    auto ref = make_executor(g, m.weights, {ExecutorKind::Sequential});
-    const auto expect = teacher_forced_logits(*ref, g, ids);
+    auto ref = make_executor(plain, m.weights, {ExecutorKind::Sequential});
+    const auto expect = teacher_forced_logits(*ref, plain, ids);
     for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
       CAPTURE(cuda_mode_name(mode));
       auto ex = make_executor(g, m.weights, cuda_options(mode));

@@ -194,7 +194,7 @@ TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the 
   for (const SpTask& t : g.tasks)
     if (t.op == SP_OP_ATTENTION) attention = &t;
   REQUIRE(attention);
-  const uint32_t scores = (32u << 10) / (4 * (p.n_heads / p.n_kv_heads));  // the default's
+  const uint32_t scores = (32u << 10) / (4 * (p.n_heads / p.n_kv_heads / p.attn_q_splits));  // the default's
   const auto attention_bytes = [&](uint32_t kv) { return uint32_t(cuda::task_smem_bytes(g, *attention, scores, kv)); };
   int limit = 0;
   REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);

@@ -52,6 +52,18 @@ inline const TinyModel& tiny_head_waits_model() {
   return m;
 }
 
+// tiny at context 64 with `chunks` attention chunks and each kv head's 2 q heads split over 2
+// attention tiles: a schedule, so the plain graph's bits.
+inline TinyModel tiny_q_split_model(uint32_t chunks) {
+  TinyModel t{spindle::load_model("synthetic:tiny"), {}};
+  spindle::BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = chunks;
+  o.attn_q_splits = 2;
+  t.graph = spindle::build_decode_graph(t.weights, o);
+  return t;
+}
+
 // tiny_split_model's numerics with o_proj as pieces a kv head (kv_head_waits).
 inline const TinyModel& tiny_head_pieces_model() {
   static const TinyModel m = build_tiny({2, 0}, {16, 4}, {}, true);

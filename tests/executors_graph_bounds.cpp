@@ -36,7 +36,17 @@ TEST_CASE("attention: its tiles, the KV cache, the RoPE table and the partials a
   REQUIRE(accepted(built));
   Graph g = built;
   first_task(g, SP_OP_ATTENTION).tile_end = 7;
-  check_rejected(g, {"(attention)", "its tiles end at 7, past the 6 (kv head, chunk) tiles"});
+  check_rejected(g, {"(attention)", "its tiles end at 7, past the 6 (kv head, q-head split, chunk) tiles"});
+  g = built;
+  g.params.attn_q_splits = 3;
+  check_rejected(g, {"attention q-head splits 3 do not divide a kv head's 2 q heads"});
+  g = built;
+  g.params.attn_q_splits = 0;
+  check_rejected(g, {"attention q-head splits 0 do not divide"});
+  g = built;
+  g.params.attn_q_splits = 2;  // twice the tiles, and an arrivals word each
+  first_task(g, SP_OP_ATTENTION).tile_end = 12;
+  check_rejected(g, {"(attention)", "operand 7 'arrivals'"});
   g = built;
   g.views[first_task(g, SP_OP_ATTENTION).operand[3]].rows -= 1;
   check_rejected(g, {"(attention)", "operand 3 'kv_cache'", "is 255x16, smaller than the 256x16 K and V rows"});

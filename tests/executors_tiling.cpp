@@ -162,6 +162,44 @@ TEST_CASE("kv_head_waits changes no bit, on either CPU executor and schedule") {
     check_same(run_decode(g, tiny_model().weights, {ExecutorKind::Threaded, 3, schedule}, prompt, 6), expect);
 }
 
+TEST_CASE("attention's q heads split over tiles change no bit, on either CPU executor and schedule, one chunk or several") {
+  const std::vector<uint32_t> prompt{3, 1, 4, 1, 5};
+  const ExecutorOptions sequential{ExecutorKind::Sequential};
+  for (uint32_t chunks : {1u, 3u}) {
+    CAPTURE(chunks);
+    BuildOptions o;
+    o.context = 64;
+    o.attn_chunks = chunks;
+    o.attn_q_splits = 1;
+    const Decoded expect = run_decode(build_decode_graph(tiny_model().weights, o), tiny_model().weights, sequential,
+                                      prompt, 6);
+    const TinyModel split = tiny_q_split_model(chunks);
+    REQUIRE(split.graph.params.attn_q_splits == 2);
+    size_t attention_tasks = 0;
+    for (const SpTask& t : split.graph.tasks) attention_tasks += t.op == SP_OP_ATTENTION;
+    CHECK(attention_tasks == size_t(split.graph.params.n_layers) * 2 * 2 * chunks);  // kv heads × splits × chunks
+    check_same(run_decode(split.graph, split.weights, sequential, prompt, 6), expect);
+    for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+      check_same(run_decode(split.graph, split.weights, {ExecutorKind::Threaded, 3, schedule}, prompt, 6), expect);
+  }
+}
+
+TEST_CASE("q-head splits: by default the most that divide the group within 128 tasks when attention is one chunk; a split that does not divide is refused") {
+  CHECK(attn_q_splits_for(1, 32, 4) == 8);     // qwen3-30b-a3b at a short context
+  CHECK(attn_q_splits_for(1, 16, 8) == 2);     // qwen3-0.6b
+  CHECK(attn_q_splits_for(1, 256, 2) == 64);   // 128 tasks
+  CHECK(attn_q_splits_for(1, 96, 32) == 3);    // all 3: 4 would make 128 tasks but does not divide 3
+  CHECK(attn_q_splits_for(4, 32, 4) == 1);     // chunks spread the attention already
+  CHECK(attn_q_splits_for(1, 8, 8) == 1);
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 1;
+  CHECK(build_decode_graph(tiny_model().weights, o).params.attn_q_splits == 2);
+  o.attn_q_splits = 3;
+  CHECK(error_of([&] { build_decode_graph(tiny_model().weights, o); }) ==
+        "attention q-head splits 3 do not divide a kv head's 2 q heads (num_attention_heads / num_key_value_heads)");
+}
+
 TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits for g's attention alone") {
   const Graph& g = tiny_head_pieces_model().graph;
   const ModelConfig& c = tiny_model().weights.config;

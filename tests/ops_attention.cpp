@@ -1,6 +1,8 @@
 // ATTENTION (ops/attention.h) against q/k norms, RoPE and a softmax attention in Eigen.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "ops/attention.h"
 #include "tests/ops_reference.h"
 
@@ -74,18 +76,27 @@ struct AttnCase {
   // Element index of the position's row in cache row block j (K blocks 0..Hkv-1, then V).
   size_t cache_row(uint32_t j) const { return (size_t(j) * context + position) * stride; }
 
+  // A random number of parts that divides a kv head's q heads.
+  uint32_t random_q_splits(std::mt19937& rng) const {
+    uint32_t splits;
+    do splits = random_in(rng, 1, Hq / Hkv);
+    while ((Hq / Hkv) % splits);
+    return splits;
+  }
+
   // Every tile in a random order (any task order of the stage), one tile a task, into the
   // outputs given; the arrival counts must be back to zero after.
   template <class Acc>
-  std::vector<bf16> run(uint32_t chunks, std::mt19937& rng, std::vector<bf16>& cache, std::vector<float>& partials) const {
+  std::vector<bf16> run(uint32_t chunks, uint32_t q_splits, std::mt19937& rng, std::vector<bf16>& cache,
+                        std::vector<float>& partials) const {
     cache = kv_cache;
     partials.assign(size_t(Hq) * chunks * (D + 2), 12345.0f);
     std::vector<bf16> out(size_t(Hq) * D, 0x7fc1);
-    std::vector<uint32_t> arrivals(Hkv, 0);
+    std::vector<uint32_t> arrivals(Hkv * q_splits, 0);
     const AttentionArgs a{qkv.data(), q_norm.data(), k_norm.data(), cache.data(), stride,
                           rope_table.data() + size_t(position) * R, partials.data(), D + 2, out.data(),
-                          arrivals.data(), Hq, Hkv, D, R, context, chunks, position, kind, eps};
-    std::vector<uint32_t> order(Hkv * chunks);
+                          arrivals.data(), Hq, Hkv, D, R, context, chunks, q_splits, position, kind, eps};
+    std::vector<uint32_t> order(Hkv * q_splits * chunks);
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (uint32_t tile : order) attention_tile<Acc>(a, tile);
@@ -96,7 +107,7 @@ struct AttnCase {
   std::vector<bf16> run(uint32_t chunks, std::mt19937& rng) const {
     std::vector<bf16> cache;
     std::vector<float> partials;
-    return run<Acc>(chunks, rng, cache, partials);
+    return run<Acc>(chunks, 1, rng, cache, partials);
   }
 
   // Positions [begin, end) of K or V block j of `cache` (by default the expected one) as rows.
@@ -140,11 +151,13 @@ TEST_CASE_TEMPLATE("attention: tiles in any order append k and v and match softm
     std::mt19937 rng(6000 + seed);
     const AttnCase c(rng);
     const uint32_t chunks = random_in(rng, 1, c.position + 4);  // may exceed the positions
+    const uint32_t q_splits = c.random_q_splits(rng);
     CAPTURE(seed);
     CAPTURE(chunks);
+    CAPTURE(q_splits);
     std::vector<bf16> cache;
     std::vector<float> partials;
-    const std::vector<bf16> out = c.run<Acc>(chunks, rng, cache, partials);
+    const std::vector<bf16> out = c.run<Acc>(chunks, q_splits, rng, cache, partials);
     for (uint32_t h = 0; h < c.Hq; ++h)
       agree.add({out.begin() + size_t(h) * c.D, out.begin() + size_t(h + 1) * c.D}, to_std(c.reference_head(h)));
     for (uint32_t j = 0; j < c.Hkv; ++j) {
@@ -174,7 +187,7 @@ TEST_CASE_TEMPLATE("attention: partials m l acc; empty chunks write none", Acc, 
     CAPTURE(seed);
     std::vector<bf16> cache;
     std::vector<float> partials;
-    c.run<Acc>(chunks, rng, cache, partials);
+    c.run<Acc>(chunks, c.random_q_splits(rng), rng, cache, partials);
     const Eigen::MatrixXd q = c.tile_q_hat<Acc>();
     const uint32_t size = (n + chunks - 1) / chunks;
     for (uint32_t h = 0; h < c.Hq; ++h)
@@ -248,4 +261,28 @@ TEST_CASE_TEMPLATE("attention: one chunk and many chunks agree within f32 roundi
   INFO("n=" << agree.n << " equal=" << agree.equal << " max_steps=" << agree.max_steps);
   CHECK(agree.max_steps <= 1);
   CHECK(agree.equal >= 0.99 * agree.n);
+}
+
+// Each q head's math is its own, and every split takes the step's k̂ and v from the same rows,
+// so splitting a kv head's q heads over tiles changes no bit of the outputs, the partials or
+// the caches.
+TEST_CASE_TEMPLATE("attention: q-head splits give the bits of one tile a kv head", Acc, float, double) {
+  uint32_t split_cases = 0;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(9500 + seed);
+    const AttnCase c(rng);
+    const uint32_t chunks = random_in(rng, 1, c.position + 4), q_splits = c.random_q_splits(rng);
+    CAPTURE(seed);
+    CAPTURE(chunks);
+    CAPTURE(q_splits);
+    split_cases += q_splits > 1;
+    std::vector<bf16> cache_one, cache_split;
+    std::vector<float> partials_one, partials_split;
+    const std::vector<bf16> one = c.run<Acc>(chunks, 1, rng, cache_one, partials_one);
+    const std::vector<bf16> split = c.run<Acc>(chunks, q_splits, rng, cache_split, partials_split);
+    CHECK(one == split);
+    CHECK(cache_one == cache_split);
+    CHECK(std::memcmp(partials_one.data(), partials_split.data(), partials_one.size() * sizeof(float)) == 0);
+  }
+  CHECK(split_cases >= 20);
 }

@@ -183,6 +183,7 @@ TEST_CASE("run_task: a position past the KV capacity throws") {
   b.params.n_heads = b.params.n_kv_heads = 1;
   b.params.head_dim = b.params.rotary_dim = 2;
   b.params.attn_chunks = 1;
+  b.params.attn_q_splits = 1;
   const uint32_t v = b.add(SP_ARENA_WORK, SP_BF16, 8, 8, 8, std::vector<bf16>(64));
   const TileContext c = b.context();
   b.state.position = 4;

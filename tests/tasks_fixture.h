@@ -37,6 +37,7 @@ inline Graph small_graph() {
   g.params.n_kv_heads = 1;
   g.params.head_dim = H;
   g.params.attn_chunks = 1;
+  g.params.attn_q_splits = 1;
   g.params.vocab = V;
   g.params.context = steps;
   g.params.max_steps = steps;

@@ -65,6 +65,24 @@ TEST_CASE("vulkan: a qkv stage a kv head (attention waiting per kv head) gives t
   }
 }
 
+TEST_CASE("vulkan: each kv head's q heads split over tiles, one chunk or several, give the reference's tokens and logits") {
+  for (uint32_t chunks : {1u, 3u}) {
+    CAPTURE(chunks);
+    const TinyModel m = tiny_q_split_model(chunks);
+    BuildOptions o;
+    o.context = 64;
+    o.attn_chunks = chunks;
+    o.attn_q_splits = 1;
+    const Decoded expect =
+        run_decode(build_decode_graph(m.weights, o), m.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+    for (uint32_t workers : {1u, 3u}) {
+      CAPTURE(workers);
+      VulkanExecutor ex(m.graph, m.weights, vulkan_options(workers, {2, 0}));
+      check_same(run_decode(ex, m.graph, kPrompt, kNewTokens), expect);
+    }
+  }
+}
+
 TEST_CASE("vulkan: o_proj and down split into pieces, the MLP as gangs, or o_proj as pieces a kv head give the sequential split reference's tokens") {
   const TinyModel& m = tiny_split_model();
   auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});

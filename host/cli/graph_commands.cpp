@@ -68,6 +68,7 @@ void add_graph_commands(CLI::App& app) {
       ->excludes("--stage-tasks")
       ->excludes("--rows-per-tile")
       ->excludes("--attn-chunks")
+      ->excludes("--attn-q-splits")
       ->excludes("--o-proj-split")
       ->excludes("--down-split")
       ->excludes("--fused-mlp")

@@ -102,6 +102,11 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "merge in order, so the count is part of the numerics); 0 = about 256 positions each, at most "
                  "128 tasks in all")
       ->capture_default_str();
+  cmd.add_option("--attn-q-splits", build.attn_q_splits,
+                 "parts each kv head's q heads are split into, an attention task each (a schedule: the bits do "
+                 "not change); must divide num_attention_heads / num_key_value_heads; 0 = when attention is one "
+                 "chunk a kv head, the most that keep it within 128 tasks, else 1")
+      ->capture_default_str();
   const std::string split_help =
       "'s row dots as the sums of PIECES dots over equal column ranges, GROUP pieces at a time (all when "
       "omitted), as a layer split over blocks sums them (docs/two-hop-layer.md); part of the numerics, so it "

@@ -18,6 +18,7 @@ AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), 
   qkv_rows_ = narrow(uint64_t(q_rows_) + 2 * uint64_t(kv_rows_),
                      "(num_attention_heads + 2 × num_key_value_heads) × head_dim");
   chunks_ = p.attn_chunks;
+  kv_head_tiles_ = p.attn_q_splits * chunks_;  // <= group × chunks: within the partials' rows below
   kv_cache_rows_ = narrow(2 * uint64_t(Hkv) * p.context, "a layer's KV cache rows, 2 × num_key_value_heads (" +
                                                              std::to_string(Hkv) + ") × context (" +
                                                              std::to_string(p.context) + ")");
@@ -32,7 +33,7 @@ AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), 
   v_part_ = e.slice(qkv_, "qkv.v", uint64_t(q_rows_) + kv_rows_, kv_rows_);
   partials_ = e.alloc("attn_partials", SP_ARENA_WORK, SP_F32, partial_rows, uint64_t(D) + 2);
   attn_out_ = e.alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, q_rows_);
-  arrivals_ = e.alloc("attn_arrivals", SP_ARENA_WORK, SP_U32, 1, Hkv);
+  arrivals_ = e.alloc("attn_arrivals", SP_ARENA_WORK, SP_U32, 1, uint64_t(Hkv) * p.attn_q_splits);
   // o_proj as pieces a kv head (BuildOptions::kv_head_waits with an o_proj split a kv head).
   o_split_word_ = gemv_split_word(opt.o_proj_split.pieces, opt.o_proj_split.group);
   o_pieces_ = opt.kv_head_waits && Hkv > 1 && gemv_split(o_split_word_).pieces == Hkv;
@@ -88,16 +89,16 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
     s_qkv.push_back(st);
   }
 
-  // One task per (kv head, chunk): q/k norms, RoPE, the KV append, attention and the merge;
-  // one stage, or with o_proj in pieces a kv head one a kv head.
+  // One task per (kv head, q-head split, chunk): q/k norms, RoPE, the KV append, attention and
+  // the merge; one stage, or with o_proj in pieces a kv head one a kv head.
   std::vector<Stage> s_attn;
   for (uint32_t g = 0; g < Hkv; ++g) {
     if (g == 0 || o_pieces_) {
       s_attn.push_back(e_.begin_stage(tag + "attention" + (o_pieces_ ? ".kv" + std::to_string(g) : "")));
-      e_.reserve_tasks(o_pieces_ ? chunks_ : uint64_t(Hkv) * chunks_, s_attn.back());
+      e_.reserve_tasks(o_pieces_ ? kv_head_tiles_ : uint64_t(Hkv) * kv_head_tiles_, s_attn.back());
     }
-    // Tiles below Hkv × chunks <= Hq × chunks, the partials' 32-bit rows.
-    for (uint32_t t = g * chunks_; t < (g + 1) * chunks_; ++t)
+    // Tiles below Hkv × splits × chunks <= Hq × chunks, the partials' 32-bit rows.
+    for (uint32_t t = g * kv_head_tiles_; t < (g + 1) * kv_head_tiles_; ++t)
       e_.add_task(s_attn.back(), s_qkv[opt.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
                   {qkv_, qn, kn, kv_cache, v_.rope, partials_, attn_out_, arrivals_});
   }
