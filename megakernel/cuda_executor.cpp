@@ -59,7 +59,7 @@ constexpr uint32_t kClusterMinRingSlots = 4;
 uint32_t longest_chunk(const SpGraphParams& p) { return chunk_size(p.context, p.attn_chunks); }
 
 uint32_t attn_score_positions(const SpGraphParams& p, uint32_t bytes) {
-  const uint32_t group = p.n_heads / p.n_kv_heads / p.attn_q_splits;  // an attention tile's q heads
+  const uint32_t group = attn_tile_heads(p);
   return std::max(1u, std::min(longest_chunk(p), bytes / (4 * group)));
 }
 
@@ -87,7 +87,7 @@ void check_supported(const Graph& g) {
   if (p.attn_q_splits == 0 || p.n_heads / p.n_kv_heads % p.attn_q_splits)
     throw Error("cuda executor: attention q-head splits " + std::to_string(p.attn_q_splits) + " do not divide " +
                 std::to_string(p.n_heads / p.n_kv_heads) + " q heads a kv head");
-  const uint32_t group = p.n_heads / p.n_kv_heads / p.attn_q_splits;
+  const uint32_t group = attn_tile_heads(p);
   if (group > cuda::kAttnMaxGroup || group * p.head_dim > cuda::kAttnPairsPerThread * cuda::kBlockThreads)
     throw Error("cuda executor: attention tiles of " + std::to_string(group) + " q heads of dim " +
                 std::to_string(p.head_dim) + " are more than the attention tile holds (raise --attn-q-splits)");

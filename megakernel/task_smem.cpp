@@ -1,6 +1,7 @@
 #include "megakernel/task_smem.h"
 
 #include "megakernel/tile_layout.h"
+#include "ops/attention.h"
 #include "tasks/opcodes.h"
 
 namespace spindle::cuda {
@@ -12,7 +13,7 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
     case SP_OP_GATE_UP:
     case SP_OP_GEMV_PIECE: return projection_smem_bytes(g.views[t.operand[0]].cols);
     case SP_OP_ATTENTION:
-      return attn_smem_bytes(p.n_heads / p.n_kv_heads / p.attn_q_splits, p.head_dim, p.rotary_dim, score_positions, kv_positions,
+      return attn_smem_bytes(attn_tile_heads(p), p.head_dim, p.rotary_dim, score_positions, kv_positions,
                              p.attn_chunks, g.views[t.operand[5]].row_stride);
     case SP_OP_MLP: return mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
     case SP_OP_ROUTER: {

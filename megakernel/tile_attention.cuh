@@ -436,7 +436,7 @@ __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint
   const uint32_t position =
       extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
   if (position >= p.context) return fail_task(site, kFailPositionRange, position, p.context);
-  const AttnChunkShape a{p.n_heads / p.n_kv_heads / p.attn_q_splits,
+  const AttnChunkShape a{attn_tile_heads(p),
                          p.head_dim,
                          p.attn_chunks,
                          p.context,

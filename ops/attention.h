@@ -18,8 +18,12 @@
 #include "ops/dot.h"
 #include "ops/pmath.h"
 #include "ops/qk_norm_rope.h"
+#include "tasks/graph_params.h"
 
 namespace spindle {
+
+// The q heads one attention tile holds: a kv head's group, split attn_q_splits ways.
+SP_HDI uint32_t attn_tile_heads(const SpGraphParams& p) { return p.n_heads / p.n_kv_heads / p.attn_q_splits; }
 
 struct PositionRange {
   uint32_t begin, end;  // empty when begin == end

@@ -87,16 +87,12 @@ void gdn_head_step(float* S, uint32_t dk, uint32_t dv, K k, Q q, V v, GdnGates<A
 }
 
 // The gated RMSNorm of a value head's output o (dv bf16) with its gate z (spec §1.3, as
-// transformers computes it): t = r(w · r(o · inv)), inv from the canonical dot of o with
-// itself; y = r(t · silu(z)), silu in Acc.
+// transformers computes it): t = RMSNorm(o) with w, standard (r(w · r(o · inv))); then
+// y = r(t · silu(z)), silu in Acc. out may be o.
 template <class Acc>
 void gated_rms_norm(const bf16* o, const bf16* z, const bf16* w, uint32_t dv, float eps, bf16* out) {
-  auto ok = [o](int i) { return widen<Acc>(o[i]); };
-  const Acc inv = rms_inverse(canonical_dot<Acc>(int(dv), ok, ok), dv, eps);
-  for (uint32_t j = 0; j < dv; ++j) {
-    const bf16 t = rms_norm_element(widen<Acc>(o[j]), inv, widen<Acc>(w[j]), SP_NORM_STANDARD);
-    out[j] = to_bf16(widen<Acc>(t) * pm_silu(widen<Acc>(z[j])));
-  }
+  rms_norm<Acc>(o, dv, {w, SP_NORM_STANDARD, eps}, out);
+  for (uint32_t j = 0; j < dv; ++j) out[j] = to_bf16(widen<Acc>(out[j]) * pm_silu(widen<Acc>(z[j])));
 }
 
 }  // namespace spindle

@@ -17,14 +17,14 @@ AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), 
   kv_rows_ = narrow(uint64_t(Hkv) * D, "num_key_value_heads × head_dim");
   qkv_rows_ = narrow(uint64_t(q_rows_) + 2 * uint64_t(kv_rows_),
                      "(num_attention_heads + 2 × num_key_value_heads) × head_dim");
-  chunks_ = p.attn_chunks;
-  kv_head_tiles_ = p.attn_q_splits * chunks_;  // <= group × chunks: within the partials' rows below
+  const uint32_t chunks = p.attn_chunks;
+  kv_head_tiles_ = p.attn_q_splits * chunks;  // <= group × chunks: within the partials' rows below
   kv_cache_rows_ = narrow(2 * uint64_t(Hkv) * p.context, "a layer's KV cache rows, 2 × num_key_value_heads (" +
                                                              std::to_string(Hkv) + ") × context (" +
                                                              std::to_string(p.context) + ")");
   const uint32_t partial_rows =
-      narrow(uint64_t(Hq) * chunks_, "the attention partials' rows, num_attention_heads (" + std::to_string(Hq) +
-                                         ") × attention chunks (" + std::to_string(chunks_) + ")");
+      narrow(uint64_t(Hq) * chunks, "the attention partials' rows, num_attention_heads (" + std::to_string(Hq) +
+                                        ") × attention chunks (" + std::to_string(chunks) + ")");
   e.check_split(opt.o_proj_split, q_rows_, "o_proj");
 
   qkv_ = e.alloc("qkv", SP_ARENA_WORK, SP_BF16, 1, qkv_rows_);

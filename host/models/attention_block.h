@@ -22,7 +22,7 @@ class AttentionBlock {
  private:
   GraphEmitter& e_;
   DecoderViews v_;
-  uint32_t q_rows_, kv_rows_, qkv_rows_, kv_cache_rows_, chunks_, kv_head_tiles_;
+  uint32_t q_rows_, kv_rows_, qkv_rows_, kv_cache_rows_, kv_head_tiles_;
   uint32_t qkv_, q_part_, k_part_, v_part_, partials_, attn_out_, arrivals_;
   bool o_pieces_;
   uint32_t o_split_word_, o_piece_rows_, o_partials_ = 0, o_arrivals_ = 0;
