@@ -32,6 +32,11 @@ TileContext CpuExecutor::tile_context() {
   return TileContext{&graph_.params, graph_.views.data(), arena_base_.data(), &state(), graph_.op_params.data()};
 }
 
+void CpuExecutor::clear_recurrent_state() {
+  std::vector<uint8_t>& recurrent = owned_[SP_ARENA_RECURRENT - SP_ARENA_WORK];
+  std::fill(recurrent.begin(), recurrent.end(), uint8_t(0));
+}
+
 std::span<const float> CpuExecutor::logits() const {
   const SpView& v = graph_.views[graph_.io.logits];
   return {reinterpret_cast<const float*>(arena_base_[v.arena] + sp_view_offset(v)), size_t(v.cols)};

@@ -18,6 +18,7 @@ namespace spindle {
 class CpuExecutor : public Executor {
  public:
   std::span<const float> logits() const override;
+  void clear_recurrent_state() override;
 
  protected:
   CpuExecutor(const Graph& g, const ModelWeights& w);
@@ -28,7 +29,7 @@ class CpuExecutor : public Executor {
     return uint64_t(duration_cast<nanoseconds>(steady_clock::now() - epoch_).count());
   }
 
-  std::vector<std::vector<uint8_t>> owned_;  // WORK, KV, CONST
+  std::vector<std::vector<uint8_t>> owned_;  // WORK, KV, CONST, RECURRENT
   std::vector<uint8_t*> arena_base_;         // every arena, by SpArena / weight arena id
 
  private:

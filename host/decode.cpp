@@ -29,8 +29,9 @@ void check_ids(const Graph& g, const std::vector<uint32_t>& ids, uint64_t extra,
                 std::to_string(g.params.max_steps));
 }
 
-// Resets the step state so the next step feeds ids[0] at `position`.
+// Starts a sequence: the next step feeds ids[0] at `position` from an empty recurrent state.
 void start(Executor& ex, const std::vector<uint32_t>& ids, const SamplingOptions& s, uint32_t position = 0) {
+  ex.clear_recurrent_state();
   SpStepState& st = ex.state();
   st = SpStepState{};
   st.token = ids[0];

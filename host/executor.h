@@ -134,6 +134,9 @@ class Executor {
   virtual std::string describe() const = 0;
   // The logits of the last step run.
   virtual std::span<const float> logits() const = 0;
+  // Zeroes the per-sequence recurrent state (the RECURRENT arena: the Gated DeltaNet layers'
+  // conv and delta-rule states), so that the next step starts a sequence.
+  virtual void clear_recurrent_state() = 0;
   // Workers that take tasks (threads, CUDA blocks or Vulkan workgroups).
   virtual uint32_t worker_count() const { return 1; }
   // The driver's statistics of the compiled device code; empty where the executor or the

@@ -17,7 +17,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   const FamilyModel* family = family_model(c.family);
   if (!family)
     throw Error(std::string("the graph builder does not support the ") + family_name(c.family) +
-                " family yet (supported: qwen3, qwen3_moe)");
+                " family yet (supported: qwen3, qwen3_moe, qwen3_5)");
   // The config's limits keep each dimension, and so a layer's rows, within 32 bits; a config
   // built in code has not met them yet.
   validate(c, w.source);
@@ -63,7 +63,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   p.context = ctx;
   p.attn_chunks = chunks;
   p.attn_q_splits = q_splits;
-  p.norm_kind = SP_NORM_STANDARD;
+  p.norm_kind = is_hybrid(c.family) ? SP_NORM_ZERO_CENTRED : SP_NORM_STANDARD;
   p.rms_eps = c.rms_eps;
   p.rope_theta = c.rope_theta;
   p.max_steps = max_steps;

@@ -110,6 +110,14 @@ class GraphEmitter {
     g_.views[id].row_stride = v.row_stride;
     return id;
   }
+  // Rows [r0, r0+rows) of a matrix view, as a view of its own.
+  uint32_t rows(uint32_t view, const std::string& name, uint64_t r0, uint64_t rows) {
+    const SpView v = g_.views[view];
+    const uint32_t id = add_view(name, v.arena, SpDtype(v.dtype),
+                                 sp_view_offset(v) + r0 * v.row_stride * sp_dtype_bytes(v.dtype), rows, v.cols);
+    g_.views[id].row_stride = v.row_stride;
+    return id;
+  }
   // The weight tensor `name` of `shape` as a view: its last dimension the columns, the others
   // the rows (a fused [E, rows, cols] tensor is E·rows rows).
   uint32_t weight(const std::string& name, std::vector<uint64_t> shape) {

@@ -13,6 +13,7 @@
 
 #include "host/files.h"
 #include "tasks/error.h"
+#include "tasks/op_decls.h"
 
 namespace spindle {
 namespace {
@@ -49,9 +50,6 @@ const FamilyInfo& family_info(Family f) {
   throw Error("unknown model family");
 }
 
-bool is_hybrid(Family f) {
-  return f == Family::Qwen3Next || f == Family::Qwen3_5 || f == Family::Qwen3_5Moe;
-}
 bool is_moe(Family f) {
   return f == Family::Qwen3Moe || f == Family::Qwen3Next || f == Family::Qwen3_5Moe;
 }
@@ -74,7 +72,6 @@ constexpr uint32_t kMaxIntermediate = 1u << 20;  // the widest released MLPs hav
 constexpr uint32_t kMaxVocab = 1u << 24;         // released vocabularies have at most 262144
 constexpr uint32_t kMaxPositions = 1u << 26;     // the longest released context is 10M
 constexpr uint32_t kMaxExperts = 4096;           // released MoE models have at most 512
-constexpr uint32_t kMaxConvKernel = 256;         // released Gated DeltaNets use 4
 static_assert(uint64_t(3) * kMaxHeads * kMaxHeadDim <= UINT32_MAX,
               "a layer's q, k and v rows fit a view's 32-bit columns");
 static_assert(uint64_t(kMaxLayers) * kMaxExperts * 3 * kMaxIntermediate * kMaxHidden * 4 < (uint64_t(1) << 63),
@@ -104,7 +101,7 @@ constexpr FieldLimit kFieldLimits[] = {
     {"linear_num_value_heads", &ModelConfig::linear_num_value_heads, kMaxHeads},
     {"linear_key_head_dim", &ModelConfig::linear_key_head_dim, kMaxHeadDim},
     {"linear_value_head_dim", &ModelConfig::linear_value_head_dim, kMaxHeadDim},
-    {"linear_conv_kernel_dim", &ModelConfig::linear_conv_kernel, kMaxConvKernel},
+    {"linear_conv_kernel_dim", &ModelConfig::linear_conv_kernel, kMaxConvKernel},  // the GDN op's most taps
     {"full_attention_interval", nullptr, kMaxLayers},
     {"mlp_only_layers", nullptr, kMaxLayers},
 };
@@ -348,6 +345,10 @@ void require_positive_finite(float value, const char* field, const std::string& 
 }
 
 }  // namespace
+
+bool is_hybrid(Family f) {
+  return f == Family::Qwen3Next || f == Family::Qwen3_5 || f == Family::Qwen3_5Moe;
+}
 
 bool is_moe_layer(const ModelConfig& c, uint32_t l) {
   if (!is_moe(c.family) || c.num_experts == 0) return false;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "host/checkpoint.h"
+#include "host/models/tensor_names.h"
 #include "host/synthetic_values.h"
 #include "tasks/error.h"
 
@@ -35,6 +36,22 @@ ModelConfig qwen3(uint32_t hidden, uint32_t layers, uint32_t heads, uint32_t kv_
   return c;
 }
 
+// qwen3_5 (Gated DeltaNet and gated attention, full attention every 4th layer, a dense MLP):
+// attention of `heads`/`kv_heads` heads of head_dim, a quarter of it rotary; GDN of key_heads
+// and value_heads heads of gdn_dim (keys and values alike), a conv of 4 taps.
+ModelConfig qwen3_5(ModelConfig c, uint32_t key_heads, uint32_t value_heads, uint32_t gdn_dim) {
+  c.family = Family::Qwen3_5;
+  c.model_type = "qwen3_5_text";
+  c.partial_rotary_factor = 0.25f;
+  for (uint32_t l = 0; l < c.n_layers; ++l)
+    c.layer_types[l] = (l + 1) % 4 == 0 ? LayerType::FullAttention : LayerType::LinearAttention;
+  c.linear_num_key_heads = key_heads;
+  c.linear_num_value_heads = value_heads;
+  c.linear_key_head_dim = c.linear_value_head_dim = gdn_dim;
+  c.linear_conv_kernel = 4;
+  return c;
+}
+
 // qwen3 with every layer's MLP replaced by `experts` routed experts of `expert_width`, `top`
 // of them a token, their weights renormalised (norm_topk_prob, as the released models have it).
 ModelConfig qwen3_moe(ModelConfig c, uint32_t experts, uint32_t top, uint32_t expert_width) {
@@ -56,20 +73,25 @@ std::vector<SyntheticPreset> make_presets() {
       {"qwen3-8b", qwen3(4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, false)},
       {"tiny-moe", qwen3_moe(qwen3(64, 2, 4, 2, 16, 128, 512, 256, 1e4f, false), 8, 2, 32)},
       {"qwen3-30b-a3b", qwen3_moe(qwen3(2048, 48, 32, 4, 128, 6144, 151936, 40960, 1e6f, false), 128, 8, 768)},
+      {"tiny-qwen3.5", qwen3_5(qwen3(64, 4, 4, 2, 16, 128, 512, 256, 1e4f, false), 2, 4, 16)},
+      {"qwen3.5-0.8b", qwen3_5(qwen3(1024, 24, 8, 2, 256, 3584, 248320, 262144, 1e7f, true), 16, 16, 128)},
+      {"qwen3.5-27b", qwen3_5(qwen3(5120, 64, 24, 4, 256, 17408, 248320, 262144, 1e7f, false), 16, 48, 128)},
   };
   for (const SyntheticPreset& preset : p) validate(preset.config, kSyntheticPrefix + preset.name);
   return p;
 }
 
-// The distribution of a tensor, by the table in synthetic_values.h. This reading of names
-// and shapes covers the qwen3 and qwen3_moe tensors (a router or fused expert tensor is a
-// projection over its last dimension); GDN tensors will need their own roles.
+// The distribution of a tensor, by the table in synthetic_values.h: a router, fused expert or
+// conv tensor is a projection over its last dimension; a vector a norm (the GDN's gated norm a
+// plain scale in every family), but the GDN's decay parameters.
 synth::Init init_of(const TensorSpec& t, Family family) {
   using synth::Role;
-  if (t.name == "model.embed_tokens.weight") return synth::init_for(Role::Embedding, t.shape[1]);
+  if (t.name == names::kEmbed) return synth::init_for(Role::Embedding, t.shape[1]);
+  if (t.name.ends_with(names::kGdnALog)) return synth::init_for(Role::DecayLog, 0);
+  if (t.name.ends_with(names::kGdnDtBias)) return synth::init_for(Role::DecayBias, 0);
   if (t.shape.size() == 1) {
-    bool standard = family == Family::Qwen3 || family == Family::Qwen3Moe;
-    return synth::init_for(standard ? Role::Norm : Role::NormZeroCentred, 0);
+    const bool plain = !is_hybrid(family) || t.name.ends_with(names::kGdnNorm);
+    return synth::init_for(plain ? Role::Norm : Role::NormZeroCentred, 0);
   }
   return synth::init_for(Role::Projection, t.shape.back());
 }

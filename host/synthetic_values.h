@@ -61,6 +61,8 @@ enum class Role : uint32_t {
   Embedding,        // the token embedding (a tied lm_head is the same tensor)
   Norm,             // a standard RMSNorm weight, used as w (qwen3, qwen3_moe)
   NormZeroCentred,  // a (1+w) RMSNorm weight (qwen3_next, qwen3_5, qwen3_5_moe)
+  DecayLog,         // a Gated DeltaNet's A_log: its decay rate is exp(A_log)
+  DecayBias,        // a Gated DeltaNet's dt_bias, added to α before the softplus
 };
 
 struct Init {
@@ -74,6 +76,8 @@ struct Init {
 //                                              lm_head then gives logits of std ~1, not ~sqrt(H)
 //   Norm              0.1              1        weights near 1, as trained norms are
 //   NormZeroCentred   0.1              0        effective scale 1 + w near 1
+//   DecayLog          1                0.5      rates exp(A_log) in [0.6, 4.5), as trained ones lie
+//   DecayBias         0.5              0        α + dt_bias near α: per-step decays mostly in (0.05, 0.9)
 // sqrt and the division are IEEE correctly rounded in double, then rounded to float, so every
 // device gets the same scale.
 // fan_in is the hidden size for the embedding.
@@ -83,6 +87,8 @@ SP_HDI Init init_for(Role role, uint64_t fan_in) {
     case Role::Embedding: return {float(sqrt(3.0 / double(fan_in))), 0.0f};
     case Role::Norm: return {0.1f, 1.0f};
     case Role::NormZeroCentred: return {0.1f, 0.0f};
+    case Role::DecayLog: return {1.0f, 0.5f};
+    case Role::DecayBias: return {0.5f, 0.0f};
   }
   return {0.0f, 0.0f};
 }

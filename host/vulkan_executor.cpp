@@ -433,6 +433,8 @@ void VulkanExecutor::run_chunk(uint32_t steps) {
   for (size_t c = 0; c < target.size(); ++c) target[c] = d.per_step[c] * (steps_done_ + steps);
   auto last_progress = Clock::now();
   VkCommandBuffer cmd = d.commands.begin();
+  if (clear_recurrent_) vkCmdFillBuffer(cmd, d.arenas[SP_ARENA_RECURRENT].get(), 0, VK_WHOLE_SIZE, 0);
+  clear_recurrent_ = false;
   vk::copy(cmd, d.staging, 0, d.arenas[SP_ARENA_STATE], 0, d.state_bytes);
   vk::copy(cmd, d.staging, d.control_at, d.control, 0, d.control_bytes);
   vk::barrier(cmd);

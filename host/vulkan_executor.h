@@ -39,6 +39,7 @@ class VulkanExecutor final : public Executor {
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
   std::span<const float> logits() const override;
+  void clear_recurrent_state() override { clear_recurrent_ = true; }
   uint32_t worker_count() const override { return workers_; }
   // The persistent pipeline's statistics where the device has VK_KHR_pipeline_executable_properties.
   std::vector<PipelineStatistic> pipeline_statistics() const override;
@@ -60,6 +61,7 @@ class VulkanExecutor final : public Executor {
   uint32_t last_run_dispatches_ = 0;
   std::optional<std::chrono::steady_clock::time_point> trace_epoch_;  // the first traced run's start
   bool broken_ = false;
+  bool clear_recurrent_ = false;  // the next run zeroes the RECURRENT arena first
 };
 
 }  // namespace spindle

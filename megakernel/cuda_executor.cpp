@@ -505,6 +505,10 @@ std::string CudaExecutor::describe() const {
 
 std::span<const float> CudaExecutor::logits() const { return logits_; }
 
+void CudaExecutor::clear_recurrent_state() {
+  SP_CUDA(cudaMemset(dev_->model.arena(SP_ARENA_RECURRENT), 0, graph_.arenas[SP_ARENA_RECURRENT].bytes));
+}
+
 void CudaExecutor::run_steps(uint32_t steps) {
   if (broken_) throw Error("cuda executor: it stopped on an earlier device failure; make a new one");
   if (state().temperature > 0.0f)

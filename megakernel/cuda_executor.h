@@ -25,6 +25,7 @@ class CudaExecutor final : public Executor {
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
   std::span<const float> logits() const override;
+  void clear_recurrent_state() override;
 
   // Device time of the last run_steps (cudaEvents around its launches), in milliseconds.
   double last_run_device_ms() const { return last_run_ms_; }

@@ -147,16 +147,28 @@ void attn_merge_head(const float* rows, size_t row_stride, uint32_t used, uint32
     out[d] = attn_merge_element<Acc>(rows, row_stride, used, [&](uint32_t c) { return w[c]; }, d);
 }
 
-// q heads [h0, h1): partial rows h * chunks + c (c < used), outputs at h * D.
+// The gated attention's output element (GATED_ATTENTION): r(o · r(sigmoid(gate))), as
+// transformers multiplies the bf16 output by the bf16 sigmoid.
+template <class Acc>
+SP_HDI bf16 attn_gated_output(bf16 o, bf16 gate) {
+  return to_bf16(widen<Acc>(o) * widen<Acc>(to_bf16(pm_sigmoid(widen<Acc>(gate)))));
+}
+
+// q heads [h0, h1): partial rows h * chunks + c (c < used), outputs at h * D; with gates, each
+// output multiplied by its gate (head h's D gates at gates + h * gate_stride).
 template <class Acc>
 void attn_merge_heads(const float* partials, size_t row_stride, uint32_t chunks, uint32_t used, uint32_t D,
-                      bf16* out, uint32_t h0, uint32_t h1) {
-  for (uint32_t h = h0; h < h1; ++h)
-    attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, used, D, out + size_t(h) * D);
+                      bf16* out, uint32_t h0, uint32_t h1, const bf16* gates, size_t gate_stride) {
+  for (uint32_t h = h0; h < h1; ++h) {
+    bf16* o = out + size_t(h) * D;
+    attn_merge_head<Acc>(partials + size_t(h) * chunks * row_stride, row_stride, used, D, o);
+    if (!gates) continue;
+    for (uint32_t d = 0; d < D; ++d) o[d] = attn_gated_output<Acc>(o[d], gates[h * gate_stride + d]);
+  }
 }
 
 struct AttentionArgs {
-  const bf16* qkv;          // [(Hq + 2 Hkv) * D]: q heads, then k heads, then v heads
+  const bf16* qkv;          // q heads (each followed by its gate when gated), then k heads, then v heads
   const bf16* q_norm;       // [D]
   const bf16* k_norm;       // [D]
   bf16* kv_cache;           // K row g * context + t, V row (Hkv + g) * context + t
@@ -168,10 +180,15 @@ struct AttentionArgs {
   uint32_t* arrivals;       // [Hkv * q_splits], zero between steps
   uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, q_splits, position, norm_kind;
   float eps;
+  bool gated;               // GATED_ATTENTION: q head h at h * 2D, its gate at h * 2D + D
+
+  // Elements from one q head to the next in qkv, and where the k heads begin.
+  size_t q_stride() const { return size_t(gated ? 2 : 1) * head_dim; }
+  size_t k_begin() const { return n_heads * q_stride(); }
 };
 
 // Tile (kv_head * q_splits + split) * chunks + chunk over the positions 0..position (opcodes.h,
-// SP_OP_ATTENTION). An empty chunk does nothing; the non-empty ones count in, and the last
+// SP_OP_ATTENTION and SP_OP_GATED_ATTENTION). An empty chunk does nothing; the non-empty ones count in, and the last
 // merges, unless there is only one, which merges its own partials at once.
 template <class Acc>
 void attention_tile(const AttentionArgs& a, uint32_t tile) {
@@ -184,9 +201,9 @@ void attention_tile(const AttentionArgs& a, uint32_t tile) {
   bf16* K = a.kv_cache + size_t(g) * a.context * stride;
   bf16* V = a.kv_cache + size_t(Hkv + g) * a.context * stride;
   std::vector<bf16> k_own(D);
-  const bf16* v_own = a.qkv + size_t(Hq + Hkv + g) * D;
+  const bf16* v_own = a.qkv + a.k_begin() + size_t(Hkv + g) * D;
   if (r.end == n) {  // the chunk holds the position: its rows are k̂ and v, appended by the first split
-    norm_rope_head<Acc>(a.qkv + size_t(Hq + g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
+    norm_rope_head<Acc>(a.qkv + a.k_begin() + size_t(g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
                         k_own.data());
     if (unit % a.q_splits == 0) {
       std::copy(k_own.begin(), k_own.end(), K + a.position * stride);
@@ -196,12 +213,13 @@ void attention_tile(const AttentionArgs& a, uint32_t tile) {
   const KvRows kv{K, V, stride, a.position, k_own.data(), v_own};
   std::vector<bf16> q(D);
   for (uint32_t h = unit * heads; h < (unit + 1) * heads; ++h) {
-    norm_rope_head<Acc>(a.qkv + size_t(h) * D, D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
+    norm_rope_head<Acc>(a.qkv + h * a.q_stride(), D, a.rotary_dim, {a.q_norm, a.norm_kind, a.eps}, a.rope_row, q.data());
     attn_chunk_head<Acc>(q.data(), kv, D, r, a.partials + (size_t(h) * a.chunks + c) * a.partial_row_stride);
   }
   const uint32_t used = nonempty_chunks(n, a.chunks);
   if (used == 1 || arrive_last(a.arrivals[unit], used))
-    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, used, D, a.out, unit * heads, (unit + 1) * heads);
+    attn_merge_heads<Acc>(a.partials, a.partial_row_stride, a.chunks, used, D, a.out, unit * heads, (unit + 1) * heads,
+                          a.gated ? a.qkv + D : nullptr, a.q_stride());
 }
 
 }  // namespace spindle

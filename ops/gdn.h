@@ -1,8 +1,9 @@
 // Gated DeltaNet decode (docs/numerics.md, GDN; ../shared/spec/qwen-decode-math.md §4 and
 // transformers' torch fallbacks, which round where noted): the causal conv's update of a
 // channel, a value head's gates, the L2 norm of a q or k head, the delta-rule step of a value
-// head's state, and the gated RMSNorm of its output. Every sum runs in the canonical order
-// (ops/dot.h) or in one stated order, so that every executor gets the same bits.
+// head's state, the gated RMSNorm of its output, and the GDN op's tile (gdn_head) that chains
+// them. Every sum runs in the canonical order (ops/dot.h) or in one stated order, so that every
+// executor gets the same bits.
 //
 // The recurrent state of a value head is f32 [dv][dk], value-major ("K-last"): the column of
 // value dim j is the dk floats row j, so that both of a step's sums over the key dim (S's
@@ -20,19 +21,21 @@
 
 namespace spindle {
 
-// The causal conv's step of one channel (kernel Kc taps, weights w[0..Kc-1], w[Kc-1] on the
-// newest input): the window is the state's last Kc - 1 inputs and x, oldest first, and becomes
-// the state. y = r(silu(r(Σ_j w_j · window_j))), j increasing: transformers runs the conv in
-// bf16 (the sum rounded) and SiLU on that bf16 value (rounded again).
+// The causal conv's step of one channel at `position` (kernel Kc taps, weights w[0..Kc-1],
+// w[Kc-1] on the newest input). The channel's state is a ring of its last Kc inputs, the input
+// of position p in slot p % Kc, zero for positions before the sequence: tap j takes the input of
+// position − (Kc − 1) + j, slot (position + 1 + j) % Kc, and the last tap x, which `write` stores
+// in slot position % Kc (the one slot no tap of this step reads, so that tiles sharing a channel
+// read it while one writes). y = r(silu(r(Σ_j w_j · in_j))), j increasing: transformers runs
+// the conv in bf16 (the sum rounded) and SiLU on that bf16 value (rounded again).
 template <class Acc>
-SP_HDI bf16 conv_step(bf16* state, uint32_t Kc, const bf16* w, bf16 x) {
+SP_HDI bf16 conv_ring_step(bf16* ring, uint32_t Kc, const bf16* w, bf16 x, uint32_t position, bool write) {
   Acc sum = Acc(0);
   for (uint32_t j = 0; j < Kc; ++j) {
-    const bf16 in = j + 1 < Kc ? state[j + 1] : x;
+    const bf16 in = j + 1 < Kc ? ring[(position + 1 + j) % Kc] : x;
     sum = sum + widen<Acc>(w[j]) * widen<Acc>(in);
   }
-  for (uint32_t j = 0; j + 1 < Kc; ++j) state[j] = state[j + 1];
-  state[Kc - 1] = x;
+  if (write) ring[position % Kc] = x;
   return to_bf16(pm_silu(rounded(sum)));
 }
 
@@ -93,6 +96,51 @@ template <class Acc>
 void gated_rms_norm(const bf16* o, const bf16* z, const bf16* w, uint32_t dv, float eps, bf16* out) {
   rms_norm<Acc>(o, dv, {w, SP_NORM_STANDARD, eps}, out);
   for (uint32_t j = 0; j < dv; ++j) out[j] = to_bf16(widen<Acc>(out[j]) * pm_silu(widen<Acc>(z[j])));
+}
+
+struct GdnArgs {
+  const bf16* proj;        // [C + Hv*dv + 2Hv]: the q, k and v channels, z, b, a
+  const bf16* conv_w;      // [C, Kc], rows conv_w_stride apart
+  size_t conv_w_stride;
+  const bf16 *A_log, *dt_bias, *norm_w;  // [Hv], [Hv], [dv]
+  bf16* conv_state;        // [C, Kc] rings, rows conv_state_stride apart
+  size_t conv_state_stride;
+  float* state;            // [Hv*dv, dk], rows back to back
+  bf16* out;               // [Hv*dv]
+  uint32_t Hk, Hv, dk, dv, Kc, position;
+  float eps;
+
+  uint32_t channels() const { return 2 * Hk * dk + Hv * dv; }
+};
+
+// Value head h's step (SP_OP_GDN): the conv of its key head's q and k channels (stored by the
+// group's first value head) and of its v channels; β and the decay from b and a; the L2 norms;
+// the delta rule on its state rows h*dv .. h*dv + dv - 1; out = the gated RMSNorm of its output
+// with its z.
+template <class Acc>
+void gdn_head(const GdnArgs& a, uint32_t h) {
+  const uint32_t group = a.Hv / a.Hk, g = h / group, dk = a.dk, dv = a.dv, C = a.channels();
+  const bool writes_qk = h % group == 0;
+  auto conv = [&](uint32_t c, bool write) {
+    return conv_ring_step<Acc>(a.conv_state + c * a.conv_state_stride, a.Kc, a.conv_w + c * a.conv_w_stride,
+                               a.proj[c], a.position, write);
+  };
+  std::vector<bf16> q(dk), k(dk), v(dv), o(dv);
+  for (uint32_t i = 0; i < dk; ++i) {
+    q[i] = conv(g * dk + i, writes_qk);
+    k[i] = conv((a.Hk + g) * dk + i, writes_qk);
+  }
+  for (uint32_t j = 0; j < dv; ++j) v[j] = conv(2 * a.Hk * dk + h * dv + j, true);
+  const bf16* z = a.proj + C + size_t(h) * dv;
+  const bf16* ba = a.proj + C + size_t(a.Hv) * dv;
+  const GdnGates<Acc> gates = gdn_gates<Acc>(ba[h], ba[a.Hv + h], a.A_log[h], a.dt_bias[h]);
+  auto wide = [](const std::vector<bf16>& x) { return [&x](int i) { return widen<Acc>(x[i]); }; };
+  const Acc inv_q = l2_inverse<Acc>(wide(q), dk), inv_k = l2_inverse<Acc>(wide(k), dk);
+  gdn_head_step<Acc>(
+      a.state + size_t(h) * dv * dk, dk, dv, [&](int i) { return widen<Acc>(k[i]) * inv_k; },
+      [&](int i) { return gdn_query_element<Acc>(widen<Acc>(q[i]), inv_q, dk); },
+      [&](int j) { return widen<Acc>(v[j]); }, gates, o.data());
+  gated_rms_norm<Acc>(o.data(), z, a.norm_w, dv, a.eps, a.out + size_t(h) * dv);
 }
 
 }  // namespace spindle

@@ -8,6 +8,7 @@
 #include "ops/attention.h"
 #include "ops/context.h"
 #include "ops/embed.h"
+#include "ops/gdn.h"
 #include "ops/gemv.h"
 #include "ops/mlp.h"
 #include "ops/moe.h"
@@ -97,8 +98,9 @@ void run_gate_up(const SpTask& t, const TileContext& c) {
                     t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4));
 }
 
+// ATTENTION's tiles, or with `gated` GATED_ATTENTION's (the same operands).
 template <class Acc>
-void run_attention(const SpTask& t, const TileContext& c) {
+void attention_tiles(const SpTask& t, const TileContext& c, bool gated) {
   check_position(t, c);
   const SpGraphParams& p = *c.params;
   const uint32_t position = c.state->position;
@@ -108,8 +110,43 @@ void run_attention(const SpTask& t, const TileContext& c) {
       operand_data<const bf16>(t, c, 4) + size_t(position) * operand_view(t, c, 4).row_stride,
       operand_data<float>(t, c, 5), operand_view(t, c, 5).row_stride, operand_data<bf16>(t, c, 6),
       operand_data<uint32_t>(t, c, 7), p.n_heads, p.n_kv_heads, p.head_dim, p.rotary_dim, p.context,
-      p.attn_chunks, p.attn_q_splits, position, p.norm_kind, p.rms_eps};
+      p.attn_chunks, p.attn_q_splits, position, p.norm_kind, p.rms_eps, gated};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) attention_tile<Acc>(a, tile);
+}
+
+template <class Acc>
+void run_attention(const SpTask& t, const TileContext& c) {
+  attention_tiles<Acc>(t, c, false);
+}
+
+template <class Acc>
+void run_gated_attention(const SpTask& t, const TileContext& c) {
+  attention_tiles<Acc>(t, c, true);
+}
+
+// The sizes follow from the views (tasks/opcodes.h SP_OP_GDN), which validate() checked.
+template <class Acc>
+void run_gdn(const SpTask& t, const TileContext& c) {
+  const SpView &conv = operand_view(t, c, 1), &state = operand_view(t, c, 6);
+  const uint32_t Hv = operand_view(t, c, 2).cols, dv = operand_view(t, c, 4).cols, dk = state.cols;
+  const GdnArgs a{operand_data<const bf16>(t, c, 0),
+                  operand_data<const bf16>(t, c, 1),
+                  conv.row_stride,
+                  operand_data<const bf16>(t, c, 2),
+                  operand_data<const bf16>(t, c, 3),
+                  operand_data<const bf16>(t, c, 4),
+                  operand_data<bf16>(t, c, 5),
+                  operand_view(t, c, 5).row_stride,
+                  operand_data<float>(t, c, 6),
+                  operand_data<bf16>(t, c, 7),
+                  (conv.rows - Hv * dv) / (2 * dk),
+                  Hv,
+                  dk,
+                  dv,
+                  conv.cols,
+                  c.state->position,
+                  c.params->rms_eps};
+  for (uint32_t h = t.tile_begin; h < t.tile_end; ++h) gdn_head<Acc>(a, h);
 }
 
 template <class Acc>

@@ -98,13 +98,22 @@ FAMILIES = {
         norm_center=1.0,
         plain_norm_patterns=[],
     ),
-    # Future entries, for example (sizes to be checked against the spec, section 9):
-    # "qwen3_next": dict(config_class="Qwen3NextConfig", model_class="Qwen3NextForCausalLM",
-    #     config_kwargs=dict(num_hidden_layers=4, ...linear_* sizes..., partial_rotary_factor=0.25),
-    #     norm_center=0.0, plain_norm_patterns=[r"linear_attn\.norm\.weight$"]),
-    # qwen3_5 / qwen3_5_moe: Qwen3_5ForCausalLM saves tensors under `model.`, whereas the
-    # released checkpoints (ForConditionalGeneration) use `model.language_model.` (spec 3.4);
-    # decide which layout the fixture should have when adding them.
+    # Gated DeltaNet layers 0-2, gated attention in layer 3 (full_attention_interval 4), a dense
+    # MLP; a quarter of head_dim rotary. Qwen3_5ForCausalLM saves its tensors under `model.`
+    # (the released checkpoints' `model.language_model.` is the loader's to fold, spec 3.4).
+    # A_log and dt_bias keep the model's own init (log U(0.01, 16) and ones).
+    "qwen3_5": dict(
+        config_class="Qwen3_5TextConfig",
+        model_class="Qwen3_5ForCausalLM",
+        config_kwargs=dict(num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
+                           linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                           partial_rotary_factor=0.25),
+        norm_center=0.0,
+        plain_norm_patterns=[r"linear_attn\.norm\.weight$"],
+    ),
+    # Future entries (sizes to be checked against the spec, section 9): qwen3_next
+    # (Qwen3NextConfig / Qwen3NextForCausalLM), qwen3_5_moe (Qwen3_5MoeTextConfig /
+    # Qwen3_5MoeForCausalLM), with the same norm centre and plain norm pattern as qwen3_5.
 }
 
 # fixture name -> (family, config overrides, seed[, options]). The seed draws the weights and the
@@ -129,6 +138,7 @@ FIXTURES = {
     "qwen3-moe-tiny-fused": ("qwen3_moe", dict(tie_word_embeddings=True), 7926,
                              dict(experts_layout="fused",
                                   save_kwargs=dict(save_original_format=False))),
+    "qwen3.5-tiny": ("qwen3_5", dict(tie_word_embeddings=False), 254),
 }
 
 ATTN_IMPLEMENTATION = "sdpa"  # HF's default; recorded in the fixture.
@@ -176,7 +186,11 @@ def make_config(family, overrides):
     kwargs.update(overrides)
     theta = kwargs.pop("rope_theta")
     if TF_MAJOR >= 5:
+        # v5 reads the rotary fraction from rope_parameters (the hybrid families' rotary
+        # embedding takes 1.0 when it is missing there).
         kwargs["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+        if "partial_rotary_factor" in kwargs:
+            kwargs["rope_parameters"]["partial_rotary_factor"] = kwargs.pop("partial_rotary_factor")
     else:
         kwargs["rope_theta"] = theta
     cfg = getattr(transformers, fam["config_class"])(**kwargs)

@@ -49,14 +49,16 @@ void check_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.array(4, {SP_BF16}, t.tile_end, "rows the tiles write");
 }
 
-void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
+// ATTENTION's operands, or with `gated` GATED_ATTENTION's, whose q heads each hold their gate too.
+void check_attention_operands(const Graph& g, const SpTask& t, const OperandCheck& o, bool gated) {
   const SpGraphParams& p = g.params;  // checked by graph_layout_problem
   const uint64_t Hq = p.n_heads, Hkv = p.n_kv_heads, D = p.head_dim, R = p.rotary_dim, ctx = p.context,
                  chunks = p.attn_chunks, units = Hkv * p.attn_q_splits;
   if (t.tile_end > units * chunks)
     refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(units * chunks) +
            " (kv head, q-head split, chunk) tiles");
-  o.array(0, {SP_BF16}, (Hq + 2 * Hkv) * D, "elements of the q, k and v heads");
+  o.array(0, {SP_BF16}, ((gated ? 2 : 1) * Hq + 2 * Hkv) * D,
+          gated ? "elements of the q heads with their gates, the k and the v heads" : "elements of the q, k and v heads");
   o.array(1, {SP_BF16}, D, "q norm weights");
   o.array(2, {SP_BF16}, D, "k norm weights");
   o.matrix(3, SP_BF16, 2 * Hkv * ctx, D, "K and V rows of every kv head and position");
@@ -67,6 +69,34 @@ void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
            " apart, not " + str(D + 2) + " back to back: the CUDA merge stages whole rows");
   o.array(6, {SP_BF16}, Hq * D, "elements of the q heads' outputs");
   o.array(7, {SP_U32}, units, "arrival words of the kv heads' q-head splits");
+}
+
+void check_attention(const Graph& g, const SpTask& t, const OperandCheck& o) { check_attention_operands(g, t, o, false); }
+void check_gated_attention(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  check_attention_operands(g, t, o, true);
+}
+
+void check_gdn(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpView &conv = o.view(1), &state = o.view(6);
+  const uint64_t C = conv.rows, Kc = conv.cols, Hv = o.view(2).cols, dv = o.view(4).cols, dk = state.cols;
+  if (Kc == 0 || Kc > kMaxConvKernel)
+    refuse(o.name(1) + " has " + str(Kc) + " taps a channel, not between 1 and " + str(kMaxConvKernel));
+  if (Hv == 0 || dv == 0 || dk == 0 || dk > kMaxRowLength || dv > kMaxRowLength)
+    refuse("its value heads (" + str(Hv) + ", operand 2), value head size (" + str(dv) + ", operand 4) or key head size (" +
+           str(dk) + ", operand 6) is 0 or more than " + str(kMaxRowLength));
+  if (C <= Hv * dv || (C - Hv * dv) % (2 * dk))
+    refuse(o.name(1) + "'s " + str(C) + " channels are not the value heads' " + str(Hv * dv) +
+           " and a whole number of q and k heads of " + str(dk));
+  const uint64_t Hk = (C - Hv * dv) / (2 * dk);
+  if (Hv % Hk) refuse("its " + str(Hv) + " value heads are not a whole number of each of its " + str(Hk) + " key heads'");
+  if (t.tile_end > Hv) refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(Hv) + " value heads");
+  o.array(0, {SP_BF16}, C + Hv * dv + 2 * Hv, "elements of the channels, z, b and a");
+  o.array(3, {SP_BF16}, Hv, "dt_bias of every value head");
+  o.matrix(5, SP_BF16, C, Kc, "conv inputs of every channel");
+  o.matrix(6, SP_F32, Hv * dv, dk, "state rows of every value head");
+  if (state.row_stride != dk)
+    refuse(o.name(6) + " has rows " + str(state.row_stride) + " elements apart, not " + str(dk) + ": back to back");
+  o.array(7, {SP_BF16}, Hv * dv, "outputs of every value head");
 }
 
 void check_sample(const Graph& g, const SpTask& t, const OperandCheck& o) {
@@ -201,6 +231,10 @@ const OpDecl kAttention{{{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_no
                           {K::View, "rope"}, {K::View, "partials", true}, {K::View, "out", true},
                           {K::View, "arrivals", true}}},
                         check_attention, nullptr, none};
+const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none};
+const OpDecl kGdn{{{{K::View, "proj"}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
+                    {K::View, "conv_state", true}, {K::View, "state", true}, {K::View, "out", true}}},
+                  check_gdn, nullptr, none};
 const OpDecl kSample{{{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
                        {K::View, "forced"}, {K::View, "out_tokens", true}}},
                      check_sample, nullptr, none};
@@ -235,6 +269,8 @@ const OpDecl* op_decl(uint32_t op) {
     case SP_OP_ROUTER: return &kRouter;
     case SP_OP_EXPERT_GATE_UP: return &kExpertGateUp;
     case SP_OP_EXPERT_DOWN: return &kExpertDown;
+    case SP_OP_GATED_ATTENTION: return &kGatedAttention;
+    case SP_OP_GDN: return &kGdn;
     default: return nullptr;
   }
 }

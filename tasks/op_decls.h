@@ -10,6 +10,10 @@
 namespace spindle {
 
 struct Graph;
+
+// Taps of the Gated DeltaNet's causal conv at most (GDN): the released models have 4; a tile
+// keeps a channel's window at hand.
+inline constexpr uint32_t kMaxConvKernel = 8;
 class OperandCheck;
 
 enum class OperandKind : uint8_t {

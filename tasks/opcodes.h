@@ -30,7 +30,9 @@
   X(GEMV_PIECE, gemv_piece, 7, SP_ON_ALL_BUT_PLAIN)         \
   X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN)                 \
   X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN) \
-  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)
+  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)     \
+  X(GATED_ATTENTION, gated_attention, 11, SP_ON_CPU)        \
+  X(GDN, gdn, 12, SP_ON_CPU)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -117,7 +119,26 @@ enum SpOpcode : uint32_t {
   //   0 W [E·H, Im] bf16   1 act [k, Im] bf16   2 routing [2k] u32   3 hidden [H] bf16, in place
   //   4 params (SpMoeParams)
   SP_OP_EXPERT_DOWN = 10,
-  SP_OP_COUNT_ = 11  // one past the largest opcode
+  // ATTENTION with the gated attention of qwen3_next, qwen3_5 and qwen3_5_moe (spec §5.2): q_proj's
+  // rows give each q head's query and its output gate side by side, so operand 0 is
+  // [Hq*2D + 2Hkv*D]: q head h's query at h*2D, its gate at h*2D + D, then the k heads and the v
+  // heads; the merge writes out = r(r(o) * r(sigmoid(gate))). Otherwise, tiles and operands as
+  // ATTENTION's.
+  SP_OP_GATED_ATTENTION = 11,
+  // A Gated DeltaNet layer's decode step for value heads [tile_begin, tile_end) (ops/gdn.h,
+  // docs/numerics.md): the causal conv (with SiLU) of the head's q and k channels (its key head
+  // g = h / (Hv/Hk)) and v channels, its gates, the L2 norms, the delta-rule update of its f32
+  // state, and the gated RMSNorm of its output with its z. The conv state is a ring of Kc inputs
+  // a channel, slot position % Kc, so that the value heads sharing a key head read its older
+  // inputs while the group's first writes the newest. Tiles: value heads. The sizes follow from
+  // the views: C = conv rows, Kc = conv columns, Hv = A_log's elements, dv = the norm's, dk =
+  // the state's columns, Hk = (C - Hv*dv) / (2*dk).
+  //   0 proj [C + Hv*dv + 2Hv] bf16: the q, k and v channels (q heads, k heads, v heads), z, b, a
+  //   1 conv weight [C, Kc] bf16   2 A_log [Hv] bf16   3 dt_bias [Hv] bf16   4 norm weight [dv] bf16
+  //   5 conv state [C, Kc] bf16, written   6 state [Hv*dv, dk] f32, written (row h*dv + j: value
+  //   dim j of head h)   7 out [Hv*dv] bf16
+  SP_OP_GDN = 12,
+  SP_OP_COUNT_ = 13  // one past the largest opcode
 };
 
 #define SP_OP_VALUE_CHECK_(NAME, name, value, executors) static_assert(SP_OP_##NAME == value, #NAME);

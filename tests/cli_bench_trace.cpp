@@ -59,13 +59,13 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   CHECK(spindle::test::slurp(csv).rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n", 0) == 0);
   CHECK(r.out_has("bubble fraction"));
   CHECK(r.out_has("gemv"));
-  // "steps: N, median U us a step (traced); weights and K/V read at G GB/s, P% of the ceiling (C GB/s, …"
+  // "steps: N, median U us a step (traced); weights, K/V and recurrent state moved at G GB/s, P% of the ceiling (C GB/s, …"
   const size_t at = r.out.find("steps: ");
   REQUIRE(at != std::string::npos);
   unsigned steps = 0;
   double us = 0, gbs = 0, percent = 0, ceiling = 0;
   REQUIRE(std::sscanf(r.out.c_str() + at,
-                      "steps: %u, median %lf us a step (traced); weights and K/V read at %lf GB/s, %lf%% of the "
+                      "steps: %u, median %lf us a step (traced); weights, K/V and recurrent state moved at %lf GB/s, %lf%% of the "
                       "ceiling (%lf GB/s, host memcpy",
                       &steps, &us, &gbs, &percent, &ceiling) == 5);
   CHECK(steps == 5);  // one a prompt token (the 4th samples the first new one), then the first new token's

@@ -146,6 +146,17 @@ TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
         "cuda executor: only greedy sampling (temperature 0) is implemented");
 }
 
+TEST_CASE("a hybrid model's graph is refused in every mode, naming the first op without a device tile") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 16;
+  const Graph g = build_decode_graph(w, o);
+  for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp, CudaMode::Graph}) {
+    const std::string error = error_of([&] { make_executor(g, w, cuda_options(mode)); });
+    CHECK(error.find("(gdn): opcode 12 has no device tile") != std::string::npos);
+  }
+}
+
 TEST_CASE("running out of device memory names the bytes and the arena") {
   const TinyModel& m = tiny_model();
   Graph huge = m.graph;

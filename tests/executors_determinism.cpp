@@ -173,3 +173,41 @@ TEST_CASE("tiny-moe: every worker count, schedule and tiling gives the sequentia
   check_same(run_decode(small_tiles, w, {ExecutorKind::Sequential}, prompt, 12), expect);
   check_same(run_decode(small_tiles, w, {ExecutorKind::Threaded, 5, ScheduleKind::Ticket}, prompt, 12), expect);
 }
+
+TEST_CASE("tiny-qwen3.5: every worker count, schedule and tiling gives the sequential reference's bits") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  const Graph g = build_decode_graph(w, o);
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12);
+  for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t workers : {1u, 2u, 3u, 8u}) {
+      CAPTURE(schedule_kind_name(sched));
+      CAPTURE(workers);
+      check_same(run_decode(g, w, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
+    }
+  // A value head a task, and GDN input projections in tasks of 8 rows across their segments.
+  o.rows_per_tile = 8;
+  o.stage_tasks = 1000;
+  const Graph small_tiles = build_decode_graph(w, o);
+  check_same(run_decode(small_tiles, w, {ExecutorKind::Sequential}, prompt, 12), expect);
+  check_same(run_decode(small_tiles, w, {ExecutorKind::Threaded, 5, ScheduleKind::Ticket}, prompt, 12), expect);
+}
+
+TEST_CASE("a sequence starts from an empty recurrent state: a second decode repeats the first") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 32;
+  const Graph g = build_decode_graph(w, o);
+  const std::vector<uint32_t> prompt = {3, 141, 59};
+  for (ExecutorKind kind : {ExecutorKind::Sequential, ExecutorKind::Threaded}) {
+    auto ex = make_executor(g, w, {kind});
+    const DecodeResult first = decode(*ex, g, prompt, 8, {});
+    const std::vector<float> logits(ex->logits().begin(), ex->logits().end());
+    const DecodeResult second = decode(*ex, g, prompt, 8, {});
+    CHECK(second.tokens == first.tokens);
+    CHECK(std::memcmp(ex->logits().data(), logits.data(), logits.size() * 4) == 0);
+  }
+}

@@ -144,6 +144,13 @@ TEST_CASE("a missing tensor is named") {
               dir.path().string() + ": tensor 'model.layers.1.mlp.up_proj.weight' missing");
 }
 
+TEST_CASE("a missing Gated DeltaNet tensor is named") {
+  const ModelWeights w = make_synthetic("tiny-qwen3.5");
+  TempDir dir;
+  write_checkpoint(dir, w, without(entries_of(w), "model.layers.1.linear_attn.A_log"));
+  CHECK_ERROR(load_checkpoint(dir.path()), dir.path().string() + ": tensor 'model.layers.1.linear_attn.A_log' missing");
+}
+
 TEST_CASE("a tensor of the wrong shape is named with both shapes") {
   TempDir dir;
   std::vector<SafetensorsEntry> entries = entries_of(tiny());

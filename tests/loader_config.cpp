@@ -370,6 +370,9 @@ TEST_CASE("config errors name the file and the field") {
                 "mlp_only_layers names layer 48");
     CHECK_ERROR(parse_with(qwen3_next_80b(), "linear_num_value_heads", 24),
                 "linear_num_value_heads (24) is not a multiple of linear_num_key_heads (16)");
+    // The GDN op's conv keeps at most 8 taps (tasks/op_decls.h kMaxConvKernel).
+    CHECK_ERROR(parse_with(qwen3_next_80b(), "linear_conv_kernel_dim", 9),
+                "field 'linear_conv_kernel_dim' is too large: 9 (at most 8)");
   }
   SUBCASE("the VL wrapper needs text_config, and errors say so") {
     json j = qwen3_5_08b();

@@ -32,7 +32,8 @@ std::vector<float> values(const ModelWeights& w, const std::string& name) {
 TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   std::vector<std::string> names;
   for (const SyntheticPreset& p : synthetic_presets()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b", "tiny-moe", "qwen3-30b-a3b"});
+  CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b", "tiny-moe", "qwen3-30b-a3b",
+                                          "tiny-qwen3.5", "qwen3.5-0.8b", "qwen3.5-27b"});
 
   const ModelConfig& small = synthetic_config("qwen3-0.6b");
   CHECK(small.hidden == 1024);
@@ -65,9 +66,39 @@ TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   CHECK(moe.norm_topk_prob);
   CHECK(moe.vocab == 151936);
   CHECK_FALSE(moe.tie_word_embeddings);
+  // Qwen3.5-0.8B and 27B (spec §9.2): three GDN layers, then gated attention; a quarter of 256
+  // rotary.
+  const ModelConfig& q35 = synthetic_config("qwen3.5-0.8b");
+  CHECK(q35.family == Family::Qwen3_5);
+  CHECK(q35.hidden == 1024);
+  CHECK(q35.n_layers == 24);
+  CHECK(q35.n_heads == 8);
+  CHECK(q35.n_kv_heads == 2);
+  CHECK(q35.head_dim == 256);
+  CHECK(q35.rotary_dim() == 64);
+  CHECK(q35.intermediate == 3584);
+  CHECK(q35.vocab == 248320);
+  CHECK(q35.rope_theta == 1e7f);
+  CHECK(q35.tie_word_embeddings);
+  CHECK(q35.linear_num_key_heads == 16);
+  CHECK(q35.linear_num_value_heads == 16);
+  CHECK(q35.linear_key_head_dim == 128);
+  CHECK(q35.linear_value_head_dim == 128);
+  CHECK(q35.linear_conv_kernel == 4);
+  for (uint32_t l = 0; l < q35.n_layers; ++l)
+    CHECK(q35.layer_types[l] == (l % 4 == 3 ? LayerType::FullAttention : LayerType::LinearAttention));
+  const ModelConfig& q27 = synthetic_config("qwen3.5-27b");
+  CHECK(q27.hidden == 5120);
+  CHECK(q27.n_layers == 64);
+  CHECK(q27.n_heads == 24);
+  CHECK(q27.n_kv_heads == 4);
+  CHECK(q27.intermediate == 17408);
+  CHECK(q27.linear_num_value_heads == 48);
+  CHECK_FALSE(q27.tie_word_embeddings);
 
   CHECK_ERROR(synthetic_config("huge"),
-              "unknown synthetic preset 'huge' (valid: tiny, tiny-tied, qwen3-0.6b, qwen3-8b, tiny-moe, qwen3-30b-a3b)");
+              "unknown synthetic preset 'huge' (valid: tiny, tiny-tied, qwen3-0.6b, qwen3-8b, tiny-moe, qwen3-30b-a3b, "
+              "tiny-qwen3.5, qwen3.5-0.8b, qwen3.5-27b)");
   CHECK_ERROR(load_model("synthetic:huge"), "unknown synthetic preset 'huge'");
 }
 

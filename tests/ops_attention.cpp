@@ -176,6 +176,45 @@ TEST_CASE_TEMPLATE("attention: tiles in any order append k and v and match softm
   check_tile<Acc>(appended);
 }
 
+TEST_CASE_TEMPLATE("gated attention: each q head's gate beside it; the output r(o · r(sigmoid(gate)))", Acc, float,
+                   double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(6500 + seed);
+    const AttnCase c(rng);
+    const uint32_t chunks = random_in(rng, 1, c.position + 4), q_splits = c.random_q_splits(rng), D = c.D;
+    CAPTURE(seed);
+    std::vector<bf16> cache, gated_cache;
+    std::vector<float> partials;
+    const std::vector<bf16> o = c.run<Acc>(chunks, q_splits, rng, cache, partials);
+    // The same heads laid out as q_proj's gated rows: q head h, then its gate; then k and v.
+    const std::vector<bf16> gates = random_bf16(rng, size_t(c.Hq) * D, 3);
+    std::vector<bf16> qkv;
+    for (uint32_t h = 0; h < c.Hq; ++h) {
+      qkv.insert(qkv.end(), c.qkv.begin() + size_t(h) * D, c.qkv.begin() + size_t(h + 1) * D);
+      qkv.insert(qkv.end(), gates.begin() + size_t(h) * D, gates.begin() + size_t(h + 1) * D);
+    }
+    qkv.insert(qkv.end(), c.qkv.begin() + size_t(c.Hq) * D, c.qkv.end());
+    gated_cache = c.kv_cache;
+    std::vector<float> gated_partials(size_t(c.Hq) * chunks * (D + 2));
+    std::vector<bf16> out(size_t(c.Hq) * D, 0x7fc1);
+    std::vector<uint32_t> arrivals(c.Hkv * q_splits, 0);
+    const AttentionArgs a{qkv.data(), c.q_norm.data(), c.k_norm.data(), gated_cache.data(), c.stride,
+                          c.rope_table.data() + size_t(c.position) * c.R, gated_partials.data(), D + 2, out.data(),
+                          arrivals.data(), c.Hq, c.Hkv, D, c.R, c.context, chunks, q_splits, c.position, c.kind, c.eps,
+                          true};
+    for (uint32_t tile = c.Hkv * q_splits * chunks; tile-- > 0;) attention_tile<Acc>(a, tile);
+    CHECK(gated_cache == cache);  // the same k̂ and v appended
+    std::vector<double> want(out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double g = bf16_to_f32(gates[i]);
+      want[i] = ref_bf16(double(bf16_to_f32(o[i])) * ref_bf16(1 / (1 + std::exp(-g))));
+    }
+    agree.add(out, want);
+  }
+  check_tile<Acc>(agree);
+}
+
 // The partial math alone: against the q̂ and k̂ the tile used (a one-step difference of a
 // rounding point in either would move m by more than the tolerance).
 TEST_CASE_TEMPLATE("attention: partials m l acc; empty chunks write none", Acc, float, double) {

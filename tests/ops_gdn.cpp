@@ -44,22 +44,30 @@ TEST_CASE("pm_log within 3 ulp of the C library over normals and subnormals, pm_
   CHECK(pm_log(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
 }
 
-TEST_CASE_TEMPLATE("conv_step: the window's weighted sum rounded, SiLU rounded again; the state shifts in x", Acc, float,
-                   double) {
+TEST_CASE_TEMPLATE("conv_ring_step: the last Kc inputs' weighted sum rounded, SiLU rounded again, the ring by position",
+                   Acc, float, double) {
   Agreement agree;
-  for (uint32_t seed = 0; seed < 300; ++seed) {
+  for (uint32_t seed = 0; seed < 100; ++seed) {
     std::mt19937 rng(4200 + seed);
-    const uint32_t Kc = random_in(rng, 1, 6);
-    std::vector<bf16> state = random_bf16(rng, Kc), w = random_bf16(rng, Kc, 0.5);
-    const bf16 x = random_bf16(rng, 1)[0];
-    const std::vector<bf16> before = state;
-    Eigen::VectorXd window(Kc);
-    for (uint32_t j = 0; j + 1 < Kc; ++j) window(j) = bf16_to_f32(before[j + 1]);
-    window(Kc - 1) = bf16_to_f32(x);
-    const double sum = ref_bf16(to_vector(w.data(), Kc).dot(window));
-    const bf16 y = conv_step<Acc>(state.data(), Kc, w.data(), x);
-    agree.add({y}, {ref_bf16(sum / (1 + std::exp(-sum)))});
-    for (uint32_t j = 0; j < Kc; ++j) CHECK(state[j] == (j + 1 < Kc ? before[j + 1] : x));
+    const uint32_t Kc = random_in(rng, 1, 6), steps = random_in(rng, 1, 12);
+    const std::vector<bf16> w = random_bf16(rng, Kc, 0.5), x = random_bf16(rng, steps);
+    std::vector<bf16> ring(Kc, f32_to_bf16(0.0f));  // zero as a sequence starts
+    for (uint32_t p = 0; p < steps; ++p) {
+      CAPTURE(seed);
+      CAPTURE(p);
+      double sum = 0;  // the inputs of positions p - Kc + 1 .. p, zero before 0
+      for (uint32_t j = 0; j < Kc; ++j)
+        if (p + j + 1 >= Kc) sum += double(bf16_to_f32(w[j])) * bf16_to_f32(x[p + j + 1 - Kc]);
+      sum = ref_bf16(sum);
+      // A reader that does not write sees the same ring and leaves it alone.
+      const std::vector<bf16> before = ring;
+      const bf16 read = conv_ring_step<Acc>(ring.data(), Kc, w.data(), x[p], p, false);
+      CHECK(ring == before);
+      const bf16 y = conv_ring_step<Acc>(ring.data(), Kc, w.data(), x[p], p, true);
+      CHECK(read == y);
+      agree.add({y}, {ref_bf16(sum / (1 + std::exp(-sum)))});
+      for (uint32_t s = 0; s < Kc; ++s) CHECK(ring[s] == (s == p % Kc ? x[p] : before[s]));
+    }
   }
   check_tile<Acc>(agree);
 }
@@ -154,6 +162,109 @@ TEST_CASE_TEMPLATE("gated_rms_norm: r(w · r(o · inv)) times silu(z), rounded o
                                                 SP_NORM_STANDARD, eps);
     const Eigen::ArrayXd zv = to_vector(z.data(), dv).array();
     agree.add(out, to_std(ref_bf16(t * zv / (1 + (-zv).exp()))));
+  }
+  check_tile<Acc>(agree);
+}
+
+namespace {
+
+// A random Gated DeltaNet layer (spec §4) stepped from an empty state: the tile's views and the
+// spec's step in double beside them.
+struct GdnCase {
+  uint32_t Hk, Hv, dk, dv, Kc, C;
+  float eps = 1e-6f;
+  std::vector<bf16> conv_w, A_log, dt_bias, norm_w, conv_state;
+  std::vector<float> state;
+  // The reference: every channel's inputs so far, each value head's state S[i][j] (spec §4.5).
+  std::vector<std::vector<double>> inputs;
+  std::vector<Eigen::MatrixXd> S;
+
+  explicit GdnCase(std::mt19937& rng) {
+    Hk = random_in(rng, 1, 3);
+    Hv = Hk * random_in(rng, 1, 3);
+    dk = random_in(rng, 1, 40);
+    dv = random_in(rng, 1, 40);
+    Kc = random_in(rng, 1, 5);
+    C = 2 * Hk * dk + Hv * dv;
+    conv_w = random_bf16(rng, size_t(C) * Kc, 0.5);
+    A_log = random_bf16(rng, Hv, 1.0, 0.5);
+    dt_bias = random_bf16(rng, Hv, 1.0);
+    norm_w = random_bf16(rng, dv, 0.2, 1.0);
+    conv_state.assign(size_t(C) * Kc, 0);
+    state.assign(size_t(Hv) * dv * dk, 0.0f);
+    inputs.assign(C, {});
+    S.assign(Hv, Eigen::MatrixXd::Zero(dk, dv));
+  }
+
+  // One step at `position` (tiles in `order`), returning the tile's outputs; `want` gets the
+  // reference's.
+  template <class Acc>
+  std::vector<bf16> step(const std::vector<bf16>& proj, uint32_t position, const std::vector<uint32_t>& order,
+                         std::vector<double>& want) {
+    std::vector<bf16> out(size_t(Hv) * dv, 0x7fc1);
+    const GdnArgs a{proj.data(), conv_w.data(), Kc,      A_log.data(), dt_bias.data(), norm_w.data(),
+                    conv_state.data(), Kc,       state.data(), out.data(), Hk, Hv, dk, dv, Kc, position, eps};
+    for (uint32_t h : order) gdn_head<Acc>(a, h);
+
+    Eigen::VectorXd y(C);  // the conv's outputs, spec §4.2 with transformers' two roundings
+    for (uint32_t c = 0; c < C; ++c) {
+      inputs[c].push_back(bf16_to_f32(proj[c]));
+      double sum = 0;
+      for (uint32_t j = 0; j < Kc; ++j) {
+        const int64_t t = int64_t(inputs[c].size()) - int64_t(Kc) + j;
+        if (t >= 0) sum += double(bf16_to_f32(conv_w[size_t(c) * Kc + j])) * inputs[c][t];
+      }
+      sum = ref_bf16(sum);
+      y(c) = ref_bf16(sum / (1 + std::exp(-sum)));
+    }
+    want.assign(out.size(), 0);
+    for (uint32_t h = 0; h < Hv; ++h) {
+      const uint32_t g = h / (Hv / Hk);
+      const Eigen::VectorXd q0 = y.segment(size_t(g) * dk, dk), k0 = y.segment(size_t(Hk + g) * dk, dk);
+      const Eigen::VectorXd v = y.segment(size_t(2 * Hk) * dk + size_t(h) * dv, dv);
+      const Eigen::VectorXd k = k0 / std::sqrt(k0.squaredNorm() + double(1e-6f));
+      const Eigen::VectorXd q = q0 / std::sqrt(q0.squaredNorm() + double(1e-6f)) / std::sqrt(double(dk));
+      const double b = bf16_to_f32(proj[C + size_t(Hv) * dv + h]), al = bf16_to_f32(proj[C + size_t(Hv) * dv + Hv + h]);
+      const double x = al + double(bf16_to_f32(dt_bias[h]));
+      const double decay = std::exp(-std::exp(double(bf16_to_f32(A_log[h]))) * (x > 20 ? x : std::log1p(std::exp(x))));
+      const double beta = ref_bf16(1 / (1 + std::exp(-b)));
+      S[h] *= decay;
+      const Eigen::VectorXd delta = (v - S[h].transpose() * k) * beta;
+      S[h] += k * delta.transpose();
+      const Eigen::ArrayXd o = ref_bf16((S[h].transpose() * q).array());
+      const Eigen::ArrayXd t = reference_rms_norm(o, to_vector(norm_w.data(), dv).array(), SP_NORM_STANDARD, eps);
+      const Eigen::ArrayXd z = to_vector(proj.data() + C + size_t(h) * dv, dv).array();
+      const Eigen::ArrayXd gated = ref_bf16(t * z / (1 + (-z).exp()));
+      for (uint32_t j = 0; j < dv; ++j) want[size_t(h) * dv + j] = gated(j);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("gdn_head: value heads in any order over several steps match the spec's layer step", Acc, float,
+                   double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(4700 + seed);
+    GdnCase c(rng), twin = c;
+    CAPTURE(seed);
+    std::vector<uint32_t> order(c.Hv);
+    for (uint32_t h = 0; h < c.Hv; ++h) order[h] = h;
+    const uint32_t steps = random_in(rng, 1, 7);
+    for (uint32_t p = 0; p < steps; ++p) {
+      const std::vector<bf16> proj = random_bf16(rng, c.C + size_t(c.Hv) * c.dv + 2 * c.Hv, 1.0);
+      std::vector<double> want, unused;
+      std::vector<uint32_t> shuffled = order;
+      std::shuffle(shuffled.begin(), shuffled.end(), rng);
+      const std::vector<bf16> out = c.step<Acc>(proj, p, order, want);
+      // Any order of the tiles gives the same bits (the group's first value head writes q and k).
+      CHECK(twin.step<Acc>(proj, p, shuffled, unused) == out);
+      CHECK(twin.state == c.state);
+      CHECK(twin.conv_state == c.conv_state);
+      agree.add(out, want);
+    }
   }
   check_tile<Acc>(agree);
 }

@@ -115,6 +115,15 @@ TEST_CASE("vulkan: sampling with a temperature and static schedules are refused,
   CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("by ticket only") != std::string::npos);
 }
 
+TEST_CASE("vulkan: a hybrid model's graph is refused, naming the first op without a shader") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 16;
+  const Graph g = build_decode_graph(w, o);
+  const std::string error = error_of([&] { make_executor(g, w, vulkan_options(2)); });
+  CHECK(error.find("(gdn): opcode 12 has no shader") != std::string::npos);
+}
+
 TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather than giving wrong tokens") {
   const TinyModel& m = tiny_model();
   // One workgroup never waits, so nothing but the budget ends its dispatch.

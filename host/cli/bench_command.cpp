@@ -38,10 +38,11 @@ struct BenchFlags {
   bool json = false;
 };
 
-// Points the step state at `position` with token 1 and nothing forced. The KV rows before it
-// hold whatever earlier steps wrote (zeros at first): the memory traffic is that of a real
-// prefix of that length, the attention values are not.
+// Points the step state at `position` with token 1 and nothing forced, the recurrent state
+// empty. The KV rows before it hold whatever earlier steps wrote (zeros at first): the memory
+// traffic is that of a real prefix of that length, the attention values are not.
 void restart_at(Executor& ex, uint32_t position) {
+  ex.clear_recurrent_state();
   SpStepState& st = ex.state();
   st = SpStepState{};
   st.token = 1;
@@ -113,7 +114,7 @@ void bench(const BenchFlags& f) {
   const Ceiling ceiling = measure_ceiling(base, f.copy_gib);
 
   const uint64_t weight_bytes = weight_bytes_per_token(g);
-  const uint64_t kv_bytes = kv_bytes_per_position(g);
+  const uint64_t kv_bytes = kv_bytes_per_position(g), recurrent_bytes = recurrent_state_bytes(g);
   std::vector<Row> rows;
   for (const std::string& mode : modes) {
     ExecutorOptions opt = base;
@@ -128,13 +129,13 @@ void bench(const BenchFlags& f) {
                         {"weight_bytes_per_token", weight_bytes},
                         {"routed_weight_bytes_per_token", routed_weight_bytes_per_token(g)},
                         {"kv_bytes_per_position", kv_bytes},
+                        {"recurrent_state_bytes", recurrent_bytes},
                         {"tokens", f.tokens},
                         {"reps", f.reps},
                         {"rows", nlohmann::json::array()}};
   for (const Row& r : rows) {
     // A step at position q reads the cache rows 0..q: average over the timed steps.
-    const double kv_rows = r.position + (f.tokens + 1.0) / 2;
-    const double bytes = double(weight_bytes) + double(kv_bytes) * kv_rows;
+    const double bytes = step_bytes(g, r.position + (f.tokens + 1.0) / 2);
     const double med = median(r.ms_per_token);
     const double floor_ms = bytes / (ceiling.gbs * 1e9) * 1e3;
     bool same_tokens = true;
@@ -158,8 +159,10 @@ void bench(const BenchFlags& f) {
     return;
   }
   std::printf("ceiling: %.0f GB/s (%s, median)\n", ceiling.gbs, ceiling.what.c_str());
-  std::printf("model: %s, weights read per token %.3f GB, KV %.1f KB per position\n", f.model.c_str(),
+  std::printf("model: %s, weights read per token %.3f GB, KV %.1f KB per position", f.model.c_str(),
               weight_bytes / 1e9, kv_bytes / 1e3);
+  if (recurrent_bytes) std::printf(", recurrent state %.1f MB read and written per token", recurrent_bytes / 1e6);
+  std::printf("\n");
   if (const uint64_t routed = out["routed_weight_bytes_per_token"].get<uint64_t>())
     std::printf("of the weights, %.3f GB are the experts the routers choose: k distinct experts a layer every "
                 "step, so every step reads that many bytes of them, whichever experts they are\n",

@@ -70,6 +70,20 @@ uint64_t routed_weight_bytes_per_token(const Graph& g) {
   return total;
 }
 
+uint64_t recurrent_state_bytes(const Graph& g) {
+  std::vector<Interval> state;
+  std::set<uint32_t> seen;
+  for_each_view_operand(g, [&](const SpTask&, const OperandInfo&, uint32_t v) {
+    if (g.views[v].arena == SP_ARENA_RECURRENT && seen.insert(v).second) add_view_bytes(g.views[v], state);
+  });
+  return union_bytes(std::move(state));
+}
+
+double step_bytes(const Graph& g, double kv_rows) {
+  return double(weight_bytes_per_token(g)) + double(kv_bytes_per_position(g)) * kv_rows +
+         2.0 * double(recurrent_state_bytes(g));
+}
+
 uint64_t kv_bytes_per_position(const Graph& g) {
   std::set<uint32_t> caches;
   for_each_view_operand(g, [&](const SpTask&, const OperandInfo& info, uint32_t v) {

@@ -19,4 +19,12 @@ uint64_t routed_weight_bytes_per_token(const Graph& g);
 // Bytes the K and V caches gain per position.
 uint64_t kv_bytes_per_position(const Graph& g);
 
+// Bytes of per-sequence recurrent state (the Gated DeltaNet layers' conv rings and delta-rule
+// states): every step reads and writes all of it.
+uint64_t recurrent_state_bytes(const Graph& g);
+
+// Bytes a step moves that reads `kv_rows` K/V rows (position + 1): the weights it reads, those
+// rows, and the recurrent state read and written.
+double step_bytes(const Graph& g, double kv_rows);
+
 }  // namespace spindle::cli

@@ -69,6 +69,7 @@ void info(const InfoFlags& f) {
   const Graph& g = s->graph;
   const uint64_t params = parameter_count(s->weights), weight_bytes = s->weights.total_bytes();
   const uint64_t per_token = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
+  const uint64_t recurrent = recurrent_state_bytes(g);
   std::string no_vulkan;
   const nlohmann::json devices = vulkan_devices(no_vulkan);
   if (f.json) {
@@ -85,6 +86,7 @@ void info(const InfoFlags& f) {
                 {"weight_bytes", weight_bytes},
                 {"bytes_read_per_token", per_token},
                 {"kv_bytes_per_position", kv},
+                {"recurrent_state_bytes", recurrent},
                 {"context", g.params.context},
                 {"tasks", g.tasks.size()},
                 {"counters", g.num_counters()},
@@ -108,6 +110,9 @@ void info(const InfoFlags& f) {
   std::printf("bytes read per token   %llu (%s)\n", (unsigned long long)per_token,
               si(per_token, "B").c_str());
   std::printf("KV bytes per position  %llu\n", (unsigned long long)kv);
+  if (recurrent)
+    std::printf("recurrent state        %llu (%s), read and written every token\n", (unsigned long long)recurrent,
+                si(recurrent, "B").c_str());
   std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",
               g.tasks.size(), g.num_counters(), g.views.size(), g.params.context);
   if (devices.empty()) std::printf("vulkan devices         none: %s\n", no_vulkan.c_str());

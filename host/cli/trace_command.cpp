@@ -138,7 +138,7 @@ void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t wo
 
 // A step's time, from the step before's last end to its own (the run's first step: from its
 // first claim), as a persistent kernel's steps overlap; the bytes it reads, every weight and
-// the K/V rows 0..its position; so its achieved bandwidth. Medians over the steps.
+// the K/V rows 0..its position, the recurrent state read and written; so its achieved bandwidth. Medians over the steps.
 void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t first_position,
                           const Ceiling& ceiling) {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> spans;  // step -> (first claim, last end)
@@ -147,19 +147,18 @@ void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint
     claim = std::min(claim, t.start_ns - t.wait_ns);
     end = std::max(end, t.end_ns);
   }
-  const uint64_t weights = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
   const uint32_t first_step = spans.begin()->first;
   std::vector<double> us, gbs;
   uint64_t before = spans.begin()->second.first;
   for (const auto& [step, span] : spans) {
     const double ns = double(span.second - before);
-    const double bytes = double(weights) + double(kv) * (first_position + step - first_step + 1);
+    const double bytes = step_bytes(g, first_position + step - first_step + 1);
     before = span.second;
     us.push_back(ns / 1e3);
     gbs.push_back(bytes / ns);  // bytes a ns: GB/s
   }
   const double achieved = median(gbs);
-  std::printf("steps: %zu, median %.1f us a step (traced); weights and K/V read at %.1f GB/s, %.1f%% of the "
+  std::printf("steps: %zu, median %.1f us a step (traced); weights, K/V and recurrent state moved at %.1f GB/s, %.1f%% of the "
               "ceiling (%.0f GB/s, %s, median)\n",
               spans.size(), median(us), achieved, 100 * achieved / ceiling.gbs, ceiling.gbs, ceiling.what.c_str());
 }

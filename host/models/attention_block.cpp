@@ -8,15 +8,16 @@
 
 namespace spindle {
 
-AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), v_(v) {
+AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v)
+    : e_(e), v_(v), gated_(is_hybrid(e.weights().config.family)) {
   const ModelConfig& c = e.weights().config;
   const BuildOptions& opt = e.options();
   const SpGraphParams& p = e.graph().params;
   const uint32_t H = c.hidden, Hq = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
   q_rows_ = narrow(uint64_t(Hq) * D, "num_attention_heads × head_dim");
+  q_proj_rows_ = narrow(uint64_t(gated_ ? 2 : 1) * q_rows_, "q_proj's rows, each q head's query and gate");
   kv_rows_ = narrow(uint64_t(Hkv) * D, "num_key_value_heads × head_dim");
-  qkv_rows_ = narrow(uint64_t(q_rows_) + 2 * uint64_t(kv_rows_),
-                     "(num_attention_heads + 2 × num_key_value_heads) × head_dim");
+  qkv_rows_ = narrow(uint64_t(q_proj_rows_) + 2 * uint64_t(kv_rows_), "q_proj's, k_proj's and v_proj's rows");
   const uint32_t chunks = p.attn_chunks;
   kv_head_tiles_ = p.attn_q_splits * chunks;  // <= group × chunks: within the partials' rows below
   kv_cache_rows_ = narrow(2 * uint64_t(Hkv) * p.context, "a layer's KV cache rows, 2 × num_key_value_heads (" +
@@ -28,9 +29,9 @@ AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), 
   e.check_split(opt.o_proj_split, q_rows_, "o_proj");
 
   qkv_ = e.alloc("qkv", SP_ARENA_WORK, SP_BF16, 1, qkv_rows_);
-  q_part_ = e.slice(qkv_, "qkv.q", 0, q_rows_);
-  k_part_ = e.slice(qkv_, "qkv.k", q_rows_, kv_rows_);
-  v_part_ = e.slice(qkv_, "qkv.v", uint64_t(q_rows_) + kv_rows_, kv_rows_);
+  q_part_ = e.slice(qkv_, "qkv.q", 0, q_proj_rows_);
+  k_part_ = e.slice(qkv_, "qkv.k", q_proj_rows_, kv_rows_);
+  v_part_ = e.slice(qkv_, "qkv.v", uint64_t(q_proj_rows_) + kv_rows_, kv_rows_);
   partials_ = e.alloc("attn_partials", SP_ARENA_WORK, SP_F32, partial_rows, uint64_t(D) + 2);
   attn_out_ = e.alloc("attn_out", SP_ARENA_WORK, SP_BF16, 1, q_rows_);
   arrivals_ = e.alloc("attn_arrivals", SP_ARENA_WORK, SP_U32, 1, uint64_t(Hkv) * p.attn_q_splits);
@@ -52,7 +53,7 @@ void AttentionBlock::tensors(const ModelConfig& c, uint32_t l, std::vector<Tenso
   const uint64_t H = c.hidden, D = c.head_dim, q = uint64_t(c.n_heads) * D, kv = uint64_t(c.n_kv_heads) * D;
   using namespace names;
   out.push_back({layer(l, kInputNorm), {H}});
-  out.push_back({layer(l, kQProj), {q, H}});
+  out.push_back({layer(l, kQProj), {(is_hybrid(c.family) ? 2 : 1) * q, H}});
   out.push_back({layer(l, kKProj), {kv, H}});
   out.push_back({layer(l, kVProj), {kv, H}});
   out.push_back({layer(l, kOProj), {H, q}});
@@ -64,11 +65,11 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
   using namespace names;
   const ModelConfig& c = e_.weights().config;
   const BuildOptions& opt = e_.options();
-  const uint32_t H = c.hidden, Hq = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  const uint32_t H = c.hidden, Hkv = c.n_kv_heads, D = c.head_dim;
   const std::string tag = layer_tag(l);
   const uint32_t h = v_.hidden;
   const uint32_t in_norm = e_.weight(layer(l, kInputNorm), {H});
-  const uint32_t wq = e_.weight(layer(l, kQProj), {q_rows_, H});
+  const uint32_t wq = e_.weight(layer(l, kQProj), {q_proj_rows_, H});
   const uint32_t wk = e_.weight(layer(l, kKProj), {kv_rows_, H});
   const uint32_t wv = e_.weight(layer(l, kVProj), {kv_rows_, H});
   const uint32_t wo = e_.weight(layer(l, kOProj), {H, q_rows_});
@@ -77,9 +78,9 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
   const uint32_t kv_cache = e_.alloc(tag + "kv_cache", SP_ARENA_KV, SP_BF16, kv_cache_rows_, D);
 
   // q, k and v: one stage, or with kv_head_waits one a kv head g holding the rows of g's q
-  // heads, k and v, so that g's attention waits for those alone.
+  // heads (with their gates), k and v, so that g's attention waits for those alone.
   std::vector<Stage> s_qkv;
-  const uint32_t heads = opt.kv_head_waits ? Hkv : 1, qd = Hq / heads * D, kd = Hkv / heads * D;
+  const uint32_t heads = opt.kv_head_waits ? Hkv : 1, qd = q_proj_rows_ / heads, kd = Hkv / heads * D;
   const uint32_t qkv_per = opt.kv_head_waits ? e_.head_rows_per_task(qd, kd, heads) : e_.rows_per_task(qkv_rows_);
   for (uint32_t g = 0; g < heads; ++g) {
     Stage st = e_.begin_stage(tag + "qkv" + (opt.kv_head_waits ? ".kv" + std::to_string(g) : ""));
@@ -99,7 +100,8 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
     }
     // Tiles below Hkv × splits × chunks <= Hq × chunks, the partials' 32-bit rows.
     for (uint32_t t = g * kv_head_tiles_; t < (g + 1) * kv_head_tiles_; ++t)
-      e_.add_task(s_attn.back(), s_qkv[opt.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP, SP_OP_ATTENTION, l, t, t + 1,
+      e_.add_task(s_attn.back(), s_qkv[opt.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP,
+                  gated_ ? SP_OP_GATED_ATTENTION : SP_OP_ATTENTION, l, t, t + 1,
                   {qkv_, qn, kn, kv_cache, v_.rope, partials_, attn_out_, arrivals_});
   }
 

@@ -33,6 +33,20 @@ inline constexpr const char* kMlpGate = "mlp.gate_proj.weight";
 inline constexpr const char* kMlpUp = "mlp.up_proj.weight";
 inline constexpr const char* kMlpDown = "mlp.down_proj.weight";
 
+// Gated DeltaNet (linear attention) layers: Qwen3.5's separate input projections, or
+// Qwen3-Next's fused ones (in_proj_qkvz, in_proj_ba: rows grouped per key head, spec §4.1).
+inline constexpr const char* kGdnQkv = "linear_attn.in_proj_qkv.weight";
+inline constexpr const char* kGdnZ = "linear_attn.in_proj_z.weight";
+inline constexpr const char* kGdnB = "linear_attn.in_proj_b.weight";
+inline constexpr const char* kGdnA = "linear_attn.in_proj_a.weight";
+inline constexpr const char* kGdnQkvz = "linear_attn.in_proj_qkvz.weight";
+inline constexpr const char* kGdnBa = "linear_attn.in_proj_ba.weight";
+inline constexpr const char* kGdnConv = "linear_attn.conv1d.weight";
+inline constexpr const char* kGdnDtBias = "linear_attn.dt_bias";
+inline constexpr const char* kGdnALog = "linear_attn.A_log";
+inline constexpr const char* kGdnNorm = "linear_attn.norm.weight";
+inline constexpr const char* kGdnOut = "linear_attn.out_proj.weight";
+
 // MoE: the router [E, H] and the experts fused as HF holds them, gate_up [E, 2·Im, H] (each
 // expert's gate rows, then its up rows) and down [E, H, Im]; no ".weight" suffix.
 inline constexpr const char* kRouter = "mlp.gate.weight";
