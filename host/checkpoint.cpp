@@ -247,8 +247,7 @@ void resolve_lm_head(ModelWeights& w) {
 }  // namespace
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
-  const FamilyModel* family = family_model(c.family);
-  return family ? family->tensors(c) : std::vector<TensorSpec>{};
+  return family_model(c.family).tensors(c);
 }
 
 ModelWeights load_checkpoint(const fs::path& dir) {

@@ -14,10 +14,6 @@ namespace {
 
 Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   const ModelConfig& c = w.config;
-  const FamilyModel* family = family_model(c.family);
-  if (!family)
-    throw Error(std::string("the graph builder does not support the ") + family_name(c.family) +
-                " family yet (supported: qwen3, qwen3_moe, qwen3_5)");
   // The config's limits keep each dimension, and so a layer's rows, within 32 bits; a config
   // built in code has not met them yet.
   validate(c, w.source);
@@ -78,7 +74,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
 
   const DecoderViews views{e.alloc("h", SP_ARENA_WORK, SP_BF16, 1, H),
                            e.alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim)};
-  const std::unique_ptr<DecoderLayers> layers = family->layers(e, views);
+  const std::unique_ptr<DecoderLayers> layers = family_model(c.family).layers(e, views);
   g.io.logits = e.alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
   const uint32_t embed_w = e.weight(names::kEmbed, {V, H});
 

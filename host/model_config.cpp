@@ -53,7 +53,6 @@ const FamilyInfo& family_info(Family f) {
 bool is_moe(Family f) {
   return f == Family::Qwen3Moe || f == Family::Qwen3Next || f == Family::Qwen3_5Moe;
 }
-bool has_shared_expert(Family f) { return f == Family::Qwen3Next || f == Family::Qwen3_5Moe; }
 // qwen3_5_moe has no dense layers and no decoder_sparse_step / mlp_only_layers /
 // norm_topk_prob fields: every layer is MoE and the router always renormalises.
 bool has_sparse_layout_fields(Family f) { return f == Family::Qwen3Moe || f == Family::Qwen3Next; }
@@ -345,6 +344,8 @@ void require_positive_finite(float value, const char* field, const std::string& 
 }
 
 }  // namespace
+
+bool has_shared_expert(Family f) { return f == Family::Qwen3Next || f == Family::Qwen3_5Moe; }
 
 bool is_hybrid(Family f) {
   return f == Family::Qwen3Next || f == Family::Qwen3_5 || f == Family::Qwen3_5Moe;

@@ -47,6 +47,9 @@ const char* family_name(Family f);
 // Whether the family interleaves Gated DeltaNet and gated attention layers, with zero-centred
 // RMSNorms (qwen3_next, qwen3_5, qwen3_5_moe).
 bool is_hybrid(Family f);
+// Whether the family's MoE layers add a shared expert with a sigmoid gate (qwen3_next,
+// qwen3_5_moe).
+bool has_shared_expert(Family f);
 
 // Whether layer l's feed-forward block is routed experts (spec §2): qwen3_moe and qwen3_next
 // unless l is in mlp_only_layers, there are no experts, or (l + 1) is not a multiple of

@@ -64,6 +64,21 @@ ModelConfig qwen3_moe(ModelConfig c, uint32_t experts, uint32_t top, uint32_t ex
   return c;
 }
 
+// A hybrid config `c` (qwen3_5's layers) with every layer's MLP replaced by `experts` routed
+// experts of `expert_width`, `top` of them a token, renormalised, and a gated shared expert of
+// `shared_width`: qwen3_5_moe, or with `next` qwen3_next (Qwen3-Next's fused GDN projections).
+ModelConfig hybrid_moe(ModelConfig c, bool next, uint32_t experts, uint32_t top, uint32_t expert_width,
+                       uint32_t shared_width) {
+  c.family = next ? Family::Qwen3Next : Family::Qwen3_5Moe;
+  c.model_type = next ? "qwen3_next" : "qwen3_5_moe_text";
+  c.num_experts = experts;
+  c.experts_per_tok = top;
+  c.moe_intermediate = expert_width;
+  c.shared_intermediate = shared_width;
+  c.norm_topk_prob = true;
+  return c;
+}
+
 std::vector<SyntheticPreset> make_presets() {
   // Real shapes from spec §9.2; the tiny ones are for tests.
   std::vector<SyntheticPreset> p = {
@@ -76,6 +91,15 @@ std::vector<SyntheticPreset> make_presets() {
       {"tiny-qwen3.5", qwen3_5(qwen3(64, 4, 4, 2, 16, 128, 512, 256, 1e4f, false), 2, 4, 16)},
       {"qwen3.5-0.8b", qwen3_5(qwen3(1024, 24, 8, 2, 256, 3584, 248320, 262144, 1e7f, true), 16, 16, 128)},
       {"qwen3.5-27b", qwen3_5(qwen3(5120, 64, 24, 4, 256, 17408, 248320, 262144, 1e7f, false), 16, 48, 128)},
+      {"tiny-qwen3.5-moe",
+       hybrid_moe(qwen3_5(qwen3(64, 4, 4, 2, 16, 128, 512, 256, 1e4f, false), 2, 4, 16), false, 8, 2, 32, 32)},
+      {"qwen3.5-35b-a3b", hybrid_moe(qwen3_5(qwen3(2048, 40, 16, 2, 256, 0, 248320, 262144, 1e7f, false), 16, 32, 128),
+                                     false, 256, 8, 512, 512)},
+      {"tiny-qwen3-next",
+       hybrid_moe(qwen3_5(qwen3(64, 4, 4, 2, 16, 128, 512, 256, 1e4f, false), 2, 4, 16), true, 8, 2, 32, 32)},
+      {"qwen3-next-80b-a3b", hybrid_moe(qwen3_5(qwen3(2048, 48, 16, 2, 256, 5120, 151936, 262144, 1e7f, false), 16, 32,
+                                                128),
+                                        true, 512, 10, 512, 512)},
   };
   for (const SyntheticPreset& preset : p) validate(preset.config, kSyntheticPrefix + preset.name);
   return p;

@@ -108,24 +108,48 @@ void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const
   }
 }
 
+// The shared expert of qwen3_next and qwen3_5_moe (spec §6.3): its down rows, its activations
+// (GATE_UP's, over Is columns) and its gate's logit r(w_sg · n̂).
+struct SharedExpert {
+  const bf16* Wd;
+  size_t row_stride;
+  uint32_t Is;
+  const bf16* act;
+  bf16 gate_logit;
+};
+
+// The routed sum of a row plus the shared expert's term: r(routed + r(r(sigmoid(logit)) · s)),
+// s = r(Ŵd_shared,r · act_shared), as transformers adds the gated shared output to the
+// finished bf16 routed sum (sigmoid of the bf16 logit in bf16, the product rounded).
+template <class Acc>
+SP_HDI Acc add_shared_expert(Acc routed, Acc s, bf16 gate_logit) {
+  return rounded(routed + rounded(rounded(pm_sigmoid(widen<Acc>(gate_logit))) * s));
+}
+
 // Rows [r0, r1) of the routed experts' down projections, summed into the residual: for each
 // row r, y_s = r(Ŵd_e,r · act_s) for each slot s (expert e's row r is row e·H + r of Wd),
 // m = the Acc sum from 0 over the slots in order of r(w_s · y_s), and
-// hidden[r] = r(hidden[r] + r(m)): HF's experts (grouped_mm), whose bf16 sum over the top k
-// accumulates in fp32 in slot order and rounds once.
+// hidden[r] = r(hidden[r] + f), f = r(m) (HF's experts, grouped_mm, whose bf16 sum over the top
+// k accumulates in fp32 in slot order and rounds once), or with a shared expert
+// add_shared_expert(r(m), its row's output, its gate's logit).
 template <class Acc>
 void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im, const bf16* act,
                       size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
-                      bf16* hidden) {
+                      bf16* hidden, const SharedExpert* shared = nullptr) {
   std::vector<std::vector<Acc>> a;
   for (uint32_t s = 0; s < k; ++s) a.push_back(projection_input<Acc>(act + s * act_stride, Im, NormSpec{}));
+  const std::vector<Acc> a_shared = shared ? projection_input<Acc>(shared->act, shared->Is, NormSpec{}) : std::vector<Acc>{};
   for (uint32_t r = r0; r < r1; ++r) {
     Acc m = 0;
     for (uint32_t s = 0; s < k; ++s) {
       const Acc y = rounded(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a[s].data(), Im));
       m = m + rounded(Acc(slots[s].weight) * y);
     }
-    hidden[r] = to_bf16(widen<Acc>(hidden[r]) + rounded(m));
+    Acc f = rounded(m);
+    if (shared)
+      f = add_shared_expert(f, rounded(row_dot(shared->Wd + r * shared->row_stride, a_shared.data(), shared->Is)),
+                            shared->gate_logit);
+    hidden[r] = to_bf16(widen<Acc>(hidden[r]) + f);
   }
 }
 

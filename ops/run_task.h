@@ -213,13 +213,29 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
                            operand_view(t, c, 4).row_stride);
 }
 
+// EXPERT_DOWN's rows, and with `shared` EXPERT_DOWN_SHARED's (operands 5-7 the shared expert).
 template <class Acc>
-void run_expert_down(const SpTask& t, const TileContext& c) {
+void expert_down_tiles(const SpTask& t, const TileContext& c, bool shared) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
+  SharedExpert s{};
+  if (shared)
+    s = {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
+         operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
   expert_down_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, p.expert_rows,
                         operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,
-                        routing_slots(t, c, 2, p), p.slots, t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 3));
+                        routing_slots(t, c, 2, p), p.slots, t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 3),
+                        shared ? &s : nullptr);
+}
+
+template <class Acc>
+void run_expert_down(const SpTask& t, const TileContext& c) {
+  expert_down_tiles<Acc>(t, c, false);
+}
+
+template <class Acc>
+void run_expert_down_shared(const SpTask& t, const TileContext& c) {
+  expert_down_tiles<Acc>(t, c, true);
 }
 
 // Every op with a CPU tile (tasks/opcodes.h SP_OPS) runs its run_<name>.

@@ -111,9 +111,32 @@ FAMILIES = {
         norm_center=0.0,
         plain_norm_patterns=[r"linear_attn\.norm\.weight$"],
     ),
-    # Future entries (sizes to be checked against the spec, section 9): qwen3_next
-    # (Qwen3NextConfig / Qwen3NextForCausalLM), qwen3_5_moe (Qwen3_5MoeTextConfig /
-    # Qwen3_5MoeForCausalLM), with the same norm centre and plain norm pattern as qwen3_5.
+    # The hybrid MoE families in two layers (a GDN layer, then gated attention), so that a seed
+    # meets the routing conditions in both as often as qwen3_moe's do; 8 experts, top 2, and a
+    # gated shared expert.
+    "qwen3_5_moe": dict(
+        config_class="Qwen3_5MoeTextConfig",
+        model_class="Qwen3_5MoeForCausalLM",
+        config_kwargs=dict(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                           linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                           linear_value_head_dim=16, linear_conv_kernel_dim=4, partial_rotary_factor=0.25,
+                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                           shared_expert_intermediate_size=32),
+        norm_center=0.0,
+        plain_norm_patterns=[r"linear_attn\.norm\.weight$"],
+    ),
+    "qwen3_next": dict(
+        config_class="Qwen3NextConfig",
+        model_class="Qwen3NextForCausalLM",
+        config_kwargs=dict(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                           linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                           linear_value_head_dim=16, linear_conv_kernel_dim=4, partial_rotary_factor=0.25,
+                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                           shared_expert_intermediate_size=32, norm_topk_prob=True, decoder_sparse_step=1,
+                           mlp_only_layers=[]),
+        norm_center=0.0,
+        plain_norm_patterns=[r"linear_attn\.norm\.weight$"],
+    ),
 }
 
 # fixture name -> (family, config overrides, seed[, options]). The seed draws the weights and the
@@ -139,6 +162,9 @@ FIXTURES = {
                              dict(experts_layout="fused",
                                   save_kwargs=dict(save_original_format=False))),
     "qwen3.5-tiny": ("qwen3_5", dict(tie_word_embeddings=False), 254),
+    "qwen3.5-moe-tiny": ("qwen3_5_moe", dict(tie_word_embeddings=False), 2974,
+                         dict(experts_layout="fused", save_kwargs=dict(save_original_format=False))),
+    "qwen3-next-tiny": ("qwen3_next", dict(tie_word_embeddings=False), 857, dict(experts_layout="per_expert")),
 }
 
 ATTN_IMPLEMENTATION = "sdpa"  # HF's default; recorded in the fixture.

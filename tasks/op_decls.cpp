@@ -181,6 +181,15 @@ void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.array(3, {SP_BF16}, t.tile_end, "hidden rows the tiles add to");
 }
 
+void check_expert_down_shared(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  check_expert_down(g, t, o);
+  o.row_length(5);
+  const SpView& Wd = o.view(5);
+  o.matrix(5, SP_BF16, t.tile_end, Wd.cols, "shared expert rows the tiles compute");
+  o.array(6, {SP_BF16}, Wd.cols, "activations of the shared expert");
+  o.array(7, {SP_BF16}, 1, "shared expert gate logit");
+}
+
 uint64_t tiles(const SpTask& t) { return t.tile_end - t.tile_begin; }
 
 // The MoE record that operand k names (checked by moe_params).
@@ -231,6 +240,10 @@ const OpDecl kAttention{{{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_no
                           {K::View, "rope"}, {K::View, "partials", true}, {K::View, "out", true},
                           {K::View, "arrivals", true}}},
                         check_attention, nullptr, none};
+const OpDecl kExpertDownShared{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
+                                 {K::View, "hidden", true}, {K::Params, "params"}, {K::View, "shared_W"},
+                                 {K::View, "shared_act"}, {K::View, "shared_gate"}}},
+                               check_expert_down_shared, expert_down_bytes, expert_down_input};
 const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none};
 const OpDecl kGdn{{{{K::View, "proj"}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
                     {K::View, "conv_state", true}, {K::View, "state", true}, {K::View, "out", true}}},
@@ -271,6 +284,7 @@ const OpDecl* op_decl(uint32_t op) {
     case SP_OP_EXPERT_DOWN: return &kExpertDown;
     case SP_OP_GATED_ATTENTION: return &kGatedAttention;
     case SP_OP_GDN: return &kGdn;
+    case SP_OP_EXPERT_DOWN_SHARED: return &kExpertDownShared;
     default: return nullptr;
   }
 }

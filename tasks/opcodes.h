@@ -32,7 +32,8 @@
   X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN) \
   X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)     \
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_CPU)        \
-  X(GDN, gdn, 12, SP_ON_CPU)
+  X(GDN, gdn, 12, SP_ON_CPU)                                \
+  X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_CPU)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -138,7 +139,13 @@ enum SpOpcode : uint32_t {
   //   5 conv state [C, Kc] bf16, written   6 state [Hv*dv, dk] f32, written (row h*dv + j: value
   //   dim j of head h)   7 out [Hv*dv] bf16
   SP_OP_GDN = 12,
-  SP_OP_COUNT_ = 13  // one past the largest opcode
+  // EXPERT_DOWN with the shared expert of qwen3_next and qwen3_5_moe (spec §6.3): each row's
+  // routed sum f = r(m) becomes r(f + r(r(sigmoid(logit)) * s)), s = r(Wd_shared[r] · act_shared),
+  // logit the shared expert gate's r(w_sg · normed(x)) (ops/moe.h add_shared_expert).
+  //   0-4 as EXPERT_DOWN's   5 shared Wd [H, Is] bf16   6 shared act [Is] bf16
+  //   7 shared gate logit [1] bf16
+  SP_OP_EXPERT_DOWN_SHARED = 13,
+  SP_OP_COUNT_ = 14  // one past the largest opcode
 };
 
 #define SP_OP_VALUE_CHECK_(NAME, name, value, executors) static_assert(SP_OP_##NAME == value, #NAME);

@@ -211,3 +211,21 @@ TEST_CASE("a sequence starts from an empty recurrent state: a second decode repe
     CHECK(std::memcmp(ex->logits().data(), logits.data(), logits.size() * 4) == 0);
   }
 }
+
+TEST_CASE("tiny-qwen3.5-moe and tiny-qwen3-next: every worker count and schedule gives the sequential reference's bits") {
+  for (const char* preset : {"synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
+    CAPTURE(preset);
+    const ModelWeights w = load_model(preset);
+    BuildOptions o;
+    o.context = 64;
+    const Graph g = build_decode_graph(w, o);
+    const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12);
+    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+      for (uint32_t workers : {1u, 3u, 8u}) {
+        CAPTURE(schedule_kind_name(sched));
+        CAPTURE(workers);
+        check_same(run_decode(g, w, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
+      }
+  }
+}

@@ -33,7 +33,8 @@ TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   std::vector<std::string> names;
   for (const SyntheticPreset& p : synthetic_presets()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"tiny", "tiny-tied", "qwen3-0.6b", "qwen3-8b", "tiny-moe", "qwen3-30b-a3b",
-                                          "tiny-qwen3.5", "qwen3.5-0.8b", "qwen3.5-27b"});
+                                          "tiny-qwen3.5", "qwen3.5-0.8b", "qwen3.5-27b", "tiny-qwen3.5-moe",
+                                          "qwen3.5-35b-a3b", "tiny-qwen3-next", "qwen3-next-80b-a3b"});
 
   const ModelConfig& small = synthetic_config("qwen3-0.6b");
   CHECK(small.hidden == 1024);
@@ -95,10 +96,32 @@ TEST_CASE("synthetic presets: the list, the real shapes, unknown names") {
   CHECK(q27.intermediate == 17408);
   CHECK(q27.linear_num_value_heads == 48);
   CHECK_FALSE(q27.tie_word_embeddings);
+  // Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B (spec §9.2): routed experts and a shared expert.
+  const ModelConfig& a3b = synthetic_config("qwen3.5-35b-a3b");
+  CHECK(a3b.family == Family::Qwen3_5Moe);
+  CHECK(a3b.hidden == 2048);
+  CHECK(a3b.n_layers == 40);
+  CHECK(a3b.n_heads == 16);
+  CHECK(a3b.n_kv_heads == 2);
+  CHECK(a3b.vocab == 248320);
+  CHECK(a3b.num_experts == 256);
+  CHECK(a3b.experts_per_tok == 8);
+  CHECK(a3b.moe_intermediate == 512);
+  CHECK(a3b.shared_intermediate == 512);
+  CHECK(a3b.linear_num_value_heads == 32);
+  CHECK_FALSE(a3b.tie_word_embeddings);
+  const ModelConfig& next = synthetic_config("qwen3-next-80b-a3b");
+  CHECK(next.family == Family::Qwen3Next);
+  CHECK(next.n_layers == 48);
+  CHECK(next.vocab == 151936);
+  CHECK(next.num_experts == 512);
+  CHECK(next.experts_per_tok == 10);
+  CHECK(next.norm_topk_prob);
 
   CHECK_ERROR(synthetic_config("huge"),
               "unknown synthetic preset 'huge' (valid: tiny, tiny-tied, qwen3-0.6b, qwen3-8b, tiny-moe, qwen3-30b-a3b, "
-              "tiny-qwen3.5, qwen3.5-0.8b, qwen3.5-27b)");
+              "tiny-qwen3.5, qwen3.5-0.8b, qwen3.5-27b, tiny-qwen3.5-moe, qwen3.5-35b-a3b, tiny-qwen3-next, "
+              "qwen3-next-80b-a3b)");
   CHECK_ERROR(load_model("synthetic:huge"), "unknown synthetic preset 'huge'");
 }
 

@@ -191,3 +191,35 @@ TEST_CASE_TEMPLATE("expert_down_rows: r(hidden + r(the sum in slot order of r(w 
   }
   check_tile<Acc>(agree);
 }
+
+TEST_CASE_TEMPLATE("expert_down_rows with a shared expert: r(hidden + r(r(routed) + r(r(sigmoid(logit)) · r(down_s · act_s))))",
+                   Acc, float, double) {
+  Agreement agree;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(9500 + seed);
+    RandomExperts m(rng);
+    CAPTURE(seed);
+    const std::vector<bf16> act = random_bf16(rng, size_t(m.k) * m.Im);
+    const uint32_t Is = random_in(rng, 1, 50), s_stride = Is + random_in(rng, 0, 3);
+    const std::vector<bf16> Wd_s = random_bf16(rng, size_t(m.H) * s_stride, 0.3), act_s = random_bf16(rng, Is);
+    const bf16 logit = random_bf16(rng, 1, 3)[0];
+    Eigen::ArrayXd sum = Eigen::ArrayXd::Zero(m.H);
+    for (uint32_t s = 0; s < m.k; ++s) {
+      const bf16* Wd = m.down.data() + size_t(m.slots[s].expert) * m.H * m.d_stride;
+      const Eigen::ArrayXd y = ref_bf16((to_matrix(Wd, m.H, m.Im, m.d_stride) * to_vector(act.data() + s * m.Im, m.Im)).array());
+      sum = sum + ref_bf16(double(m.slots[s].weight) * y);
+    }
+    const Eigen::ArrayXd shared = ref_bf16((to_matrix(Wd_s.data(), m.H, Is, s_stride) * to_vector(act_s.data(), Is)).array());
+    const double sigma = ref_bf16(1 / (1 + std::exp(-double(bf16_to_f32(logit)))));
+    const Eigen::ArrayXd ref =
+        ref_bf16(to_vector(m.hidden.data(), m.H).array() + ref_bf16(ref_bf16(sum) + ref_bf16(sigma * shared)));
+    const SharedExpert se{Wd_s.data(), s_stride, Is, act_s.data(), logit};
+    const uint32_t cut = random_in(rng, 0, m.H);
+    expert_down_rows<Acc>(m.down.data(), m.d_stride, m.H, m.Im, act.data(), m.Im, m.slots.data(), m.k, cut, m.H,
+                          m.hidden.data(), &se);
+    expert_down_rows<Acc>(m.down.data(), m.d_stride, m.H, m.Im, act.data(), m.Im, m.slots.data(), m.k, 0, cut,
+                          m.hidden.data(), &se);
+    agree.add(m.hidden, to_std(ref));
+  }
+  check_tile<Acc>(agree);
+}

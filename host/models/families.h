@@ -10,7 +10,9 @@ namespace spindle {
 
 extern const FamilyModel kQwen3Model;     // host/models/qwen3.cpp
 extern const FamilyModel kQwen3MoeModel;  // host/models/qwen3_moe.cpp
-extern const FamilyModel kQwen3_5Model;   // host/models/qwen3_5.cpp
+extern const FamilyModel kQwen3NextModel;    // host/models/qwen3_next.cpp
+extern const FamilyModel kQwen3_5Model;       // host/models/qwen3_5.cpp
+extern const FamilyModel kQwen3_5MoeModel;    // host/models/qwen3_5_moe.cpp
 
 // The embedding, each layer's tensors as `layer_tensors(l, out)` appends them, the final norm
 // and the LM head.

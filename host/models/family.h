@@ -35,7 +35,7 @@ struct FamilyModel {
   std::unique_ptr<DecoderLayers> (*layers)(GraphEmitter& e, const DecoderViews& v);
 };
 
-// The family's description, or nullptr for one the builder does not support yet.
-const FamilyModel* family_model(Family f);
+// The family's description.
+const FamilyModel& family_model(Family f);
 
 }  // namespace spindle

@@ -6,7 +6,8 @@
 
 namespace spindle {
 
-MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise) : e_(e), v_(v) {
+MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
+    : e_(e), v_(v), shared_(has_shared_expert(e.weights().config.family)) {
   const ModelConfig& c = e.weights().config;
   const uint32_t E = c.num_experts, k = c.experts_per_tok, Im = c.moe_intermediate;
   narrow(uint64_t(k) * Im, "the routed experts' rows, num_experts_per_tok × moe_intermediate_size");
@@ -17,6 +18,9 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise) : e_(
   routing_ = e.alloc("routing", SP_ARENA_WORK, SP_U32, 1, 2 * uint64_t(k));
   arrivals_ = e.alloc("router_arrivals", SP_ARENA_WORK, SP_U32, 1, 1);
   act_ = e.alloc("expert_act", SP_ARENA_WORK, SP_BF16, k, Im);
+  if (!shared_) return;
+  shared_act_ = e.alloc("shared_expert_act", SP_ARENA_WORK, SP_BF16, 1, c.shared_intermediate);
+  shared_logit_ = e.alloc("shared_expert_gate_logit", SP_ARENA_WORK, SP_BF16, 1, 1);
 }
 
 void MoeBlock::tensors(const ModelConfig& c, uint32_t l, std::vector<TensorSpec>& out) {
@@ -26,6 +30,12 @@ void MoeBlock::tensors(const ModelConfig& c, uint32_t l, std::vector<TensorSpec>
   out.push_back({layer(l, kRouter), {E, H}});
   out.push_back({layer(l, kExpertsGateUp), {E, 2 * Im, H}});
   out.push_back({layer(l, kExpertsDown), {E, H, Im}});
+  if (!has_shared_expert(c.family)) return;
+  const uint64_t Is = c.shared_intermediate;
+  out.push_back({layer(l, kSharedGate), {Is, H}});
+  out.push_back({layer(l, kSharedUp), {Is, H}});
+  out.push_back({layer(l, kSharedDown), {H, Is}});
+  out.push_back({layer(l, kSharedExpertGate), {1, H}});
 }
 
 Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
@@ -44,6 +54,21 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
                 {router, h, post_norm, logits_, routing_, arrivals_, params_});
   });
   Stage s_gu = e_.begin_stage(tag + "expert_gate_up");
+  uint32_t wd_shared = SP_NO_VIEW;
+  if (shared_) {
+    // The shared expert's rows and gate come first and wait for the attention (`prev`) alone,
+    // so that they stream while the router runs. Their buffers are safe to rewrite then: the
+    // last layer's down stage, their reader, ended before this layer's attention began.
+    const uint32_t Is = c.shared_intermediate;
+    const uint32_t wg = e_.weight(layer(l, kSharedGate), {Is, H});
+    const uint32_t wu = e_.weight(layer(l, kSharedUp), {Is, H});
+    const uint32_t w_gate = e_.weight(layer(l, kSharedExpertGate), {1, H});
+    wd_shared = e_.weight(layer(l, kSharedDown), {H, Is});
+    e_.split(s_gu, 0, Is, e_.rows_per_task(Is), [&](uint32_t r0, uint32_t r1) {
+      e_.add_task(s_gu, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, shared_act_});
+    });
+    e_.gemv(s_gu, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
+  }
   const uint32_t slot_rows = k * Im;  // within 32 bits: checked above
   e_.split(s_gu, 0, slot_rows, e_.rows_per_task(slot_rows), [&](uint32_t t0, uint32_t t1) {
     e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, t0, t1,
@@ -51,7 +76,11 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   });
   Stage s_down = e_.begin_stage(tag + "expert_down");
   e_.split(s_down, 0, H, e_.rows_per_task(H), [&](uint32_t r0, uint32_t r1) {
-    e_.add_task(s_down, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN, l, r0, r1, {down, act_, routing_, h, params_});
+    if (shared_)
+      e_.add_task(s_down, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN_SHARED, l, r0, r1,
+                  {down, act_, routing_, h, params_, wd_shared, shared_act_, shared_logit_});
+    else
+      e_.add_task(s_down, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN, l, r0, r1, {down, act_, routing_, h, params_});
   });
   return s_down;
 }

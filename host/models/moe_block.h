@@ -2,7 +2,10 @@
 // router's logits and choice of k experts (ROUTER), the chosen experts' gate and up rows
 // (EXPERT_GATE_UP), and their down rows summed in expert order into the residual
 // (EXPERT_DOWN): three stages, the experts' rows split over the stage's tasks like a dense
-// projection's, so that the k experts' rows fill the machine.
+// projection's, so that the k experts' rows fill the machine. With a shared expert (spec
+// §6.3), its gate and up rows (GATE_UP) and its gate's logit (a one-row GEMV) join the second
+// stage, waiting for the attention alone, so that they stream while the router runs; its down
+// rows and gate join the sum (EXPERT_DOWN_SHARED).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,7 +28,8 @@ class MoeBlock {
  private:
   GraphEmitter& e_;
   DecoderViews v_;
-  uint32_t params_, logits_, routing_, arrivals_, act_;
+  bool shared_;
+  uint32_t params_, logits_, routing_, arrivals_, act_, shared_act_ = 0, shared_logit_ = 0;
 };
 
 }  // namespace spindle

@@ -53,6 +53,13 @@ inline constexpr const char* kRouter = "mlp.gate.weight";
 inline constexpr const char* kExpertsGateUp = "mlp.experts.gate_up_proj";
 inline constexpr const char* kExpertsDown = "mlp.experts.down_proj";
 
+// The shared expert (qwen3_next, qwen3_5_moe): a SwiGLU MLP of shared_expert_intermediate_size,
+// and its gate [1, H].
+inline constexpr const char* kSharedGate = "mlp.shared_expert.gate_proj.weight";
+inline constexpr const char* kSharedUp = "mlp.shared_expert.up_proj.weight";
+inline constexpr const char* kSharedDown = "mlp.shared_expert.down_proj.weight";
+inline constexpr const char* kSharedExpertGate = "mlp.shared_expert_gate.weight";
+
 // The per-expert form on disk (fused by the loader): "mlp.experts.{e}.{proj}.weight", proj one
 // of gate_proj, up_proj, down_proj.
 inline std::string expert(uint32_t l, uint32_t e, const char* proj) {
