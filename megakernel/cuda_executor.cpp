@@ -107,6 +107,12 @@ void check_supported(const Graph& g) {
     if (t.op == SP_OP_GEMV_PIECE)
       if (const char* problem = gemv_piece_problem(t, g.views.data())) unsupported(i, t, problem);
     if (t.op == SP_OP_SAMPLE && t.operand[2] == 0) unsupported(i, t, "no argmax partials");
+    if (t.op == SP_OP_GDN) {
+      const uint32_t dk = g.views[t.operand[6]].cols, dv = g.views[t.operand[4]].cols;
+      if (dk > cuda::kGdnMaxHeadDim || dv > cuda::kGdnMaxHeadDim)
+        unsupported(i, t, "key and value heads of " + std::to_string(dk) + " and " + std::to_string(dv) +
+                              " elements; the tile takes at most " + std::to_string(cuda::kGdnMaxHeadDim));
+    }
   }
 }
 

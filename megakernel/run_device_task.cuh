@@ -7,6 +7,7 @@
 #include "megakernel/device_records.h"
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_embed.cuh"
+#include "megakernel/tile_gdn.cuh"
 #include "megakernel/tile_mlp.cuh"
 #include "megakernel/tile_moe.cuh"
 #include "megakernel/tile_projection.cuh"
@@ -51,7 +52,12 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_GATE_UP)) run_gate_up(t, c, smem, extras);
       return;
     case SP_OP_ATTENTION:
-      if constexpr (has(SP_OP_ATTENTION)) run_attention(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
+      if constexpr (has(SP_OP_ATTENTION))
+        run_attention<false>(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
+      return;
+    case SP_OP_GATED_ATTENTION:
+      if constexpr (has(SP_OP_GATED_ATTENTION))
+        run_attention<true>(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
       return;
     case SP_OP_SAMPLE:
       if constexpr (has(SP_OP_SAMPLE)) run_sample(t, c, smem, site);
@@ -69,7 +75,13 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem, site);
       return;
     case SP_OP_EXPERT_DOWN:
-      if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down(t, c, smem, site);
+      if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down<false>(t, c, smem, site);
+      return;
+    case SP_OP_EXPERT_DOWN_SHARED:
+      if constexpr (has(SP_OP_EXPERT_DOWN_SHARED)) run_expert_down<true>(t, c, smem, site);
+      return;
+    case SP_OP_GDN:
+      if constexpr (has(SP_OP_GDN)) run_gdn(t, c, smem, extras);
       return;
   }
 }

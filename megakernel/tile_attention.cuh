@@ -303,10 +303,11 @@ __device__ inline MergeArea merge_area(uint8_t* smem, uint32_t used, uint32_t st
 // Merges `heads` q heads' `used` partial rows (docs/numerics.md, the merge, through the element
 // helpers of ops/attention.h), in shared memory at rows(h), into out (D values a head): each
 // head's max, each chunk's weight, and one thread per (head, dim) merges the chunks in chunk
-// order.
+// order; with gates (GATED_ATTENTION: head h's D gates at gates + h * 2D), each output times
+// its gate.
 template <class Rows>
 __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t stride, uint32_t used, uint32_t D,
-                                   uint32_t heads, bf16* out, uint8_t* smem) {
+                                   uint32_t heads, bf16* out, uint8_t* smem, const bf16* gates) {
   float* M = reinterpret_cast<float*>(smem);  // [heads] (the host keeps heads * 4 within the scratch)
   float* w = area.base + heads * area.slot;  // past the last head's rows
   __syncthreads();  // the rows are in place
@@ -320,8 +321,9 @@ __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t st
   for (uint32_t i = threadIdx.x; i < heads * D; i += blockDim.x) {
     const uint32_t h = i / D, d = i % D;
     const float* hw = w + h * used;
-    out[size_t(h) * D + d] =
-        attn_merge_element<float>(rows(h), stride, used, [hw](uint32_t ch) { return hw[ch]; }, d);
+    bf16 o = attn_merge_element<float>(rows(h), stride, used, [hw](uint32_t ch) { return hw[ch]; }, d);
+    if (gates) o = attn_gated_output<float>(o, load_bf16<Src::Data>(gates + size_t(h) * 2 * D + d));
+    out[size_t(h) * D + d] = o;
   }
 }
 
@@ -335,7 +337,10 @@ __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t st
 // the partials, by warp j for q head j when the step's chunks are short (attn_warp_chunks),
 // else by the block; (4) the only non-empty chunk merges them at once, from registers or from
 // shared memory; otherwise they are stored, thread 0 counts the tile in, and the group's last
-// tile stages every non-empty chunk's rows in one round trip and merges.
+// tile stages every non-empty chunk's rows in one round trip and merges. kGated: GATED_ATTENTION,
+// whose q heads each hold their gate beside them (q head h at h * 2D, its gate at h * 2D + D)
+// and whose outputs are multiplied by their gates.
+template <bool kGated>
 __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
                                       uint32_t unit, uint32_t chunk, uint32_t position, uint8_t* smem) {
   const SpGraphParams& p = *c.params;
@@ -347,6 +352,8 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const uint32_t len = r.end - r.begin;
   if (len == 0) return;
   const bf16* qkv = view_data<const bf16>(c, t.operand[0]);
+  const size_t q_stride = size_t(kGated ? 2 : 1) * D, k_begin = size_t(Hq) * q_stride;
+  const bf16* gates = kGated ? qkv + size_t(unit) * G * q_stride + D : nullptr;  // the tile's first head's
   bf16* K = view_data<bf16>(c, t.operand[3]) + size_t(kv_head) * a.context * a.cache_stride;
   bf16* V = view_data<bf16>(c, t.operand[3]) + size_t(Hkv + kv_head) * a.context * a.cache_stride;
   const bool appends = r.end == n, single = attn_single_stage(a, len);
@@ -358,14 +365,17 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const AttnConsts at = attn_consts(D, R);
   bf16 *q_norm = consts + at.q_norm, *k_norm = consts + at.k_norm, *rope = consts + at.rope;
   bf16 *k_new = consts + at.k_new, *v_new = consts + at.v_new;
-  stage_to_shared<Src::Data>(qkv + size_t(unit) * G * D, q, G * D);
+  if constexpr (kGated)
+    for (uint32_t j = 0; j < G; ++j) stage_to_shared<Src::Data>(qkv + (size_t(unit) * G + j) * q_stride, q + j * D, D);
+  else
+    stage_to_shared<Src::Data>(qkv + size_t(unit) * G * D, q, G * D);
   stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[1]), q_norm, D);
   stage_to_shared<Src::Resident>(
       view_data<const bf16>(c, t.operand[4]) + size_t(position) * c.views[t.operand[4]].row_stride, rope, R);
   if (appends) {
     stage_to_shared<Src::Resident>(view_data<const bf16>(c, t.operand[2]), k_norm, D);
-    stage_to_shared<Src::Data>(qkv + size_t(Hq + kv_head) * D, k_new, D);
-    stage_to_shared<Src::Data>(qkv + size_t(Hq + Hkv + kv_head) * D, v_new, D);
+    stage_to_shared<Src::Data>(qkv + k_begin + size_t(kv_head) * D, k_new, D);
+    stage_to_shared<Src::Data>(qkv + k_begin + size_t(Hkv + kv_head) * D, v_new, D);
   }
   if (single)
     stage_rows(K + size_t(r.begin) * a.cache_stride, kv, V + size_t(r.begin) * a.cache_stride, kv_second,
@@ -397,8 +407,13 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
         bf16* out = view_data<bf16>(c, t.operand[6]) + (size_t(unit) * G + j) * D;
         const float weight = attn_merge_weight<float>(&w.m, attn_merge_max<float>(&w.m, 0, 1));
 #pragma unroll
-        for (uint32_t i = 0; i < kWarpChunkDims; ++i)
-          if (lane_id() + 32 * i < D) out[lane_id() + 32 * i] = attn_merge_lone_element<float>(w.l, w.acc[i], weight);
+        for (uint32_t i = 0; i < kWarpChunkDims; ++i) {
+          const uint32_t d = lane_id() + 32 * i;
+          if (d >= D) continue;
+          bf16 o = attn_merge_lone_element<float>(w.l, w.acc[i], weight);
+          if constexpr (kGated) o = attn_gated_output<float>(o, load_bf16<Src::Data>(gates + j * q_stride + d));
+          out[d] = o;
+        }
         return;
       }
       float* row = head_partials(j) + chunk * a.partial_stride;
@@ -422,13 +437,16 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
     cp_async_wait_all();
   }
   merge_heads([&](uint32_t j) { return area.head(j) + (used > 1 ? skew16(head_partials(j)) : 0u); }, area,
-              uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(unit) * G * D, smem);
+              uint32_t(a.partial_stride), used, D, G, view_data<bf16>(c, t.operand[6]) + size_t(unit) * G * D, smem,
+              gates);
 }
 
 // The persistent kernel's `extras` carry the step's position; without them (per-op kernels) it is
 // loaded from the step state, one more round trip before the first stage: 0.5-1.7% of qwen3-0.6b's
 // megakernel (docs/EXPERIMENTS.md). The kPositionFromState test never fails in
 // the persistent kernel, but without it ptxas spills 4 bytes there, which cost 2-3%.
+// kGated: GATED_ATTENTION (attention_tile).
+template <bool kGated>
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
                                      uint32_t kv_positions, uint8_t* smem, const TaskSite& site,
                                      const TileExtras* extras) {
@@ -446,7 +464,7 @@ __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint
                          c.views[t.operand[3]].row_stride,
                          c.views[t.operand[5]].row_stride};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-    attention_tile(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
+    attention_tile<kGated>(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
     __syncthreads();  // the next tile reuses shared memory
   }
 }

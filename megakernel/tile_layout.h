@@ -55,6 +55,15 @@ SP_HDI uint32_t expert_down_act_offset(uint32_t slots) { return kTileScratchByte
 SP_HDI uint64_t expert_down_smem_bytes(uint32_t slots, uint32_t Im) {
   return expert_down_act_offset(slots) + uint64_t(slots) * expert_act_stride(Im) * 2u;
 }
+// GDN: β, the decay and two inverses in the scratch, then q̂, k̂ and v (f32) and the head's
+// output (bf16), kGdnMaxHeadDim each: the key and value head sizes the tile takes (a lane holds
+// one canonical run of 8 of a key row, ops/dot.h).
+constexpr uint32_t kGdnMaxHeadDim = 256;
+SP_HDI uint32_t gdn_q_offset() { return kTileScratchBytes; }
+SP_HDI uint32_t gdn_k_offset() { return gdn_q_offset() + kGdnMaxHeadDim * 4u; }
+SP_HDI uint32_t gdn_v_offset() { return gdn_k_offset() + kGdnMaxHeadDim * 4u; }
+SP_HDI uint32_t gdn_o_offset() { return gdn_v_offset() + kGdnMaxHeadDim * 4u; }
+SP_HDI uint32_t gdn_smem_bytes() { return gdn_o_offset() + kGdnMaxHeadDim * 2u; }
 // The persistent kernel's copy of a projection task's weight rows (GATE_UP: the gate rows, then
 // the up rows), after the input, from a 128-byte boundary.
 SP_HDI uint32_t projection_preload_offset(uint32_t K) { return (projection_smem_bytes(K) + 127u) & ~127u; }

@@ -121,7 +121,9 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
 // The routed experts' down rows summed into the residual (ops/moe.h expert_down_rows): the
 // routing and the k activation rows staged in shared memory, then each warp's rows one by one,
 // the slots' dots of a row in flight together (each expert's row against its slot's
-// activations), added to the row's sum in slot order.
+// activations), added to the row's sum in slot order. kShared: EXPERT_DOWN_SHARED, whose shared
+// expert's activations are staged after the slots' and whose gated row joins the sum.
+template <bool kShared>
 __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const SpView& W = c.views[t.operand[0]];
@@ -130,6 +132,9 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
   const bf16* act = view_data<const bf16>(c, t.operand[1]);
   const size_t act_stride = c.views[t.operand[1]].row_stride;
   for (uint32_t s = 0; s < p.slots; ++s) stage_to_shared<Src::Data>(act + s * act_stride, a + s * a_stride, Im);
+  bf16* shared_act = reinterpret_cast<bf16*>(smem + expert_down_smem_bytes(p.slots, Im));
+  const uint32_t Is = kShared ? c.views[t.operand[5]].cols : 0;
+  if constexpr (kShared) stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), shared_act, Is);
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
   start_routing_copy(view_data<const uint32_t>(c, t.operand[2]), p, slots);
   cp_async_wait_all();
@@ -150,7 +155,13 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
       warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, acts, Im, y);
       for (int i = 0; i < R; ++i) m = m + rounded(slots[s0 + i].weight * rounded(y[i]));
     });
-    if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + r)) + rounded(m));
+    float f = rounded(m);
+    if constexpr (kShared) {
+      const float y = warp_dot<Src::Weight, Src::Shared>(
+          view_data<const bf16>(c, t.operand[5]) + size_t(r) * c.views[t.operand[5]].row_stride, shared_act, Is);
+      f = add_shared_expert(f, rounded(y), load_bf16<Src::Data>(view_data<const bf16>(c, t.operand[7])));
+    }
+    if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + r)) + f);
   }
 }
 

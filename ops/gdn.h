@@ -28,15 +28,23 @@ namespace spindle {
 // in slot position % Kc (the one slot no tap of this step reads, so that tiles sharing a channel
 // read it while one writes). y = r(silu(r(Σ_j w_j · in_j))), j increasing: transformers runs
 // the conv in bf16 (the sum rounded) and SiLU on that bf16 value (rounded again).
-template <class Acc>
-SP_HDI bf16 conv_ring_step(bf16* ring, uint32_t Kc, const bf16* w, bf16 x, uint32_t position, bool write) {
+// conv_ring_step's output, the older inputs from older(slot) (a device tile loads them its
+// own way).
+template <class Acc, class Older>
+SP_HDI bf16 conv_ring_output(uint32_t Kc, const bf16* w, bf16 x, uint32_t position, Older older) {
   Acc sum = Acc(0);
   for (uint32_t j = 0; j < Kc; ++j) {
-    const bf16 in = j + 1 < Kc ? ring[(position + 1 + j) % Kc] : x;
+    const bf16 in = j + 1 < Kc ? older((position + 1 + j) % Kc) : x;
     sum = sum + widen<Acc>(w[j]) * widen<Acc>(in);
   }
-  if (write) ring[position % Kc] = x;
   return to_bf16(pm_silu(rounded(sum)));
+}
+
+template <class Acc>
+SP_HDI bf16 conv_ring_step(bf16* ring, uint32_t Kc, const bf16* w, bf16 x, uint32_t position, bool write) {
+  const bf16 y = conv_ring_output<Acc>(Kc, w, x, position, [ring](uint32_t slot) { return ring[slot]; });
+  if (write) ring[position % Kc] = x;
+  return y;
 }
 
 // softplus(x) with transformers' threshold: x itself above 20, else log1p(exp(x)).

@@ -15,6 +15,7 @@
 #include "tasks/error.h"
 #include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
+#include "tests/hand_built_models.h"
 
 using namespace spindle;
 
@@ -146,14 +147,17 @@ TEST_CASE("tiny: sampling with a temperature is refused, not approximated") {
         "cuda executor: only greedy sampling (temperature 0) is implemented");
 }
 
-TEST_CASE("a hybrid model's graph is refused in every mode, naming the first op without a device tile") {
-  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+TEST_CASE("GDN heads larger than the tile holds are refused in every mode, naming the task and the sizes") {
+  ModelConfig c = synthetic_config("tiny-qwen3.5");
+  c.linear_key_head_dim = 512;
+  const ModelWeights w = test::weights_for("wide GDN heads", c, sizeof(bf16));
   BuildOptions o;
   o.context = 16;
   const Graph g = build_decode_graph(w, o);
   for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp, CudaMode::Graph}) {
     const std::string error = error_of([&] { make_executor(g, w, cuda_options(mode)); });
-    CHECK(error.find("(gdn): opcode 12 has no device tile") != std::string::npos);
+    CHECK(error.find("(gdn): key and value heads of 512 and 16 elements; the tile takes at most 256") !=
+          std::string::npos);
   }
 }
 

@@ -8,8 +8,10 @@
 
 using namespace spindle;
 
-TEST_CASE("cuda: the HF qwen3 fixtures pass the KL gate in every mode, with the CPU reference's logits bit for bit") {
-  for (const std::string& name : kHfFixtures) {
+TEST_CASE("cuda: the HF fixtures pass the KL gate in every mode, with the CPU reference's logits bit for bit") {
+  std::vector<std::string> names = kHfFixtures;
+  names.insert(names.end(), kHfHybridFixtures.begin(), kHfHybridFixtures.end());
+  for (const std::string& name : names) {
     CAPTURE(name);
     const HfFixture f = load_hf_fixture(name);
     check_hf_fixture_as_reference(f, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket));

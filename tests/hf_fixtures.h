@@ -17,8 +17,8 @@
 
 inline const std::vector<std::string> kHfFixtures = {"qwen3-tiny", "qwen3-tiny-tied", "qwen3-moe-tiny",
                                                      "qwen3-moe-tiny-fused"};
-// The hybrid families' fixtures (Gated DeltaNet, gated attention): the CPU executors have their
-// tiles; the CUDA and Vulkan executors refuse their graphs until theirs land.
+// The hybrid families' fixtures (Gated DeltaNet, gated attention, the shared expert): the CPU
+// and CUDA executors have their tiles; the Vulkan executor refuses their graphs until its land.
 inline const std::vector<std::string> kHfHybridFixtures = {"qwen3.5-tiny", "qwen3.5-moe-tiny", "qwen3-next-tiny"};
 
 inline nlohmann::json read_fixture_json(const std::string& path) {
