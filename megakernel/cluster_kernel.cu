@@ -713,7 +713,8 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
   // issued by warps 1-7 while they waited for the peers' rows, 0.6 us longer; issued during a
   // long chunk's K/V staging, 3% slower at position 4096.
   const AttnChunkShape a{G, D, kClusterRanks, p.context, 1, b.l.score_positions, b.l.kv_positions, b.p.kv_stride, ps};
-  const bool hold = b.cluster >= b.l.clusters - b.p.mlp_gangs && attn_warp_chunks(a, chunk_size(n, kClusterRanks));
+  const bool hold = b.cluster >= b.l.clusters - b.p.mlp_gangs &&
+                    attn_warp_chunks<kWarpChunkDims<false>>(a, chunk_size(n, kClusterRanks));
   bf16* mine = b.buf<bf16>(b.at.mine);
   const uint32_t later = held_from(b, layer);
   b.next += b.stream->st.qkv;
@@ -758,14 +759,15 @@ __device__ inline bool front(Block& b, const ClusterLayer& L, uint32_t layer, ui
       for (uint32_t d = threadIdx.x; d < 2 * D; d += kThreads)
         (d < D ? kv : kv_second)[size_t(cached) * D + d % D] = qkv[(G + d / D) * D + d % D];
     __syncthreads();
-    if (attn_warp_chunks(a, chunk_size(n, kClusterRanks))) {
+    if (attn_warp_chunks<kWarpChunkDims<false>>(a, chunk_size(n, kClusterRanks))) {
       const uint32_t j = warp_id();
       if (j < G) {
-        const WarpPartial w = attn_warp_partial(a, q + size_t(j) * D, kv, kv_second, len);
+        const WarpPartial<kWarpChunkDims<false>> w =
+            attn_warp_partial<kWarpChunkDims<false>>(a, q + size_t(j) * D, kv, kv_second, len);
         float* row = partial + j * ps;
         if (lane_id() == 0) row[0] = w.m, row[1] = w.l;
 #pragma unroll
-        for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+        for (uint32_t i = 0; i < kWarpChunkDims<false>; ++i)
           if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
       }
     } else {

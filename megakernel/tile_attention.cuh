@@ -225,20 +225,26 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
 // Short chunks' partials run one warp per q head, with no block barrier between q̂ and the
 // partial row: a lane holds one position's score and D / 32 dims of acc. Each barrier-separated
 // phase of the block path costs 300-2000 cycles, so a few positions go faster this way; at 29-32
-// positions a chunk, one warp's serial scores cost more (docs/EXPERIMENTS.md).
-constexpr uint32_t kWarpChunkPositions = 16, kWarpChunkDims = 4;
+// positions a chunk, one warp's serial scores cost more (docs/EXPERIMENTS.md). A lane holds
+// kDims dims of acc: 4 (heads up to 128) where the tile serves ATTENTION, whose plain build
+// every dense task's code shares; 8 (heads up to 256, the hybrid families') for GATED_ATTENTION.
+constexpr uint32_t kWarpChunkPositions = 16;
+template <bool kGated>
+constexpr uint32_t kWarpChunkDims = kGated ? 8 : 4;
 
 // True when the warp path takes the step's chunks of `size` positions (chunk_size: every tile of
 // the step takes the same path, a shorter last chunk too, since mixing the two paths in a step
-// measured 1.8-2.5% slower): they fit the lanes and one stage, a head fits four dims a lane,
+// measured 1.8-2.5% slower): they fit the lanes and one stage, a head fits kDims dims a lane,
 // and every q head of the group has a warp.
+template <uint32_t kDims>
 __device__ inline bool attn_warp_chunks(const AttnChunkShape& a, uint32_t size) {
-  return size <= kWarpChunkPositions && a.D <= 32 * kWarpChunkDims && a.group <= warps_per_block() &&
+  return size <= kWarpChunkPositions && a.D <= 32 * kDims && a.group <= warps_per_block() &&
          attn_single_stage(a, size);
 }
 
+template <uint32_t kDims>
 struct WarpPartial {
-  float m, l, acc[kWarpChunkDims];  // acc[i]: dim lane + 32 i
+  float m, l, acc[kDims];  // acc[i]: dim lane + 32 i
 };
 
 // One warp: the partial {m, l, acc[D]} of the q head q̂ (shared memory) over the chunk's `len`
@@ -246,7 +252,8 @@ struct WarpPartial {
 // block path (and of ops/attention.h attn_chunk_head). Every lane gets m and l.
 // Out of line: inlined, it made the persistent kernel 1.5% slower at positions 1024 and 4096 on
 // qwen3-0.6b, where it never runs (docs/EXPERIMENTS.md).
-static __device__ __noinline__ WarpPartial attn_warp_partial(const AttnChunkShape& a, const bf16* q,
+template <uint32_t kDims>
+static __device__ __noinline__ WarpPartial<kDims> attn_warp_partial(const AttnChunkShape& a, const bf16* q,
                                                              const bf16* Ks, const bf16* Vs, uint32_t len) {
   const uint32_t D = a.D, lane = lane_id();
   const float scale = pm_rsqrt(float(D));
@@ -265,13 +272,13 @@ static __device__ __noinline__ WarpPartial attn_warp_partial(const AttnChunkShap
   for (int off = 16; off > 0; off /= 2)
     best = first_max(best, {__shfl_xor_sync(0xffffffffu, best.value, off),
                             __shfl_xor_sync(0xffffffffu, best.position, off)});
-  WarpPartial w{best.value, 0.0f, {}};
+  WarpPartial<kDims> w{best.value, 0.0f, {}};
   const float p = lane < len ? pm_exp(mine - w.m) : 0.0f;
   for (uint32_t t = 0; t < len; ++t) {
     const float pt = __shfl_sync(0xffffffffu, p, t);
     w.l = w.l + pt;
 #pragma unroll
-    for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+    for (uint32_t i = 0; i < kDims; ++i)
       if (lane + 32 * i < D) w.acc[i] = w.acc[i] + pt * bf16_to_f32(Vs[t * D + lane + 32 * i]);
   }
   return w;
@@ -399,15 +406,16 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   float* partials = view_data<float>(c, t.operand[5]) + size_t(unit) * G * a.chunks * a.partial_stride;
   auto head_partials = [&](uint32_t j) { return partials + size_t(j) * a.chunks * a.partial_stride; };
   const MergeArea area = merge_area(smem, used, uint32_t(a.partial_stride));
-  if (attn_warp_chunks(a, chunk_size(n, a.chunks))) {
+  constexpr uint32_t kDims = kWarpChunkDims<kGated>;
+  if (attn_warp_chunks<kDims>(a, chunk_size(n, a.chunks))) {
     const uint32_t j = warp_id();
     if (j < G) {
-      const WarpPartial w = attn_warp_partial(a, q + size_t(j) * D, kv, kv_second, len);
+      const WarpPartial<kDims> w = attn_warp_partial<kDims>(a, q + size_t(j) * D, kv, kv_second, len);
       if (used == 1) {  // the merge of this one chunk, from registers
         bf16* out = view_data<bf16>(c, t.operand[6]) + (size_t(unit) * G + j) * D;
         const float weight = attn_merge_weight<float>(&w.m, attn_merge_max<float>(&w.m, 0, 1));
 #pragma unroll
-        for (uint32_t i = 0; i < kWarpChunkDims; ++i) {
+        for (uint32_t i = 0; i < kDims; ++i) {
           const uint32_t d = lane_id() + 32 * i;
           if (d >= D) continue;
           bf16 o = attn_merge_lone_element<float>(w.l, w.acc[i], weight);
@@ -422,7 +430,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
         row[1] = w.l;
       }
 #pragma unroll
-      for (uint32_t i = 0; i < kWarpChunkDims; ++i)
+      for (uint32_t i = 0; i < kDims; ++i)
         if (lane_id() + 32 * i < D) row[2 + lane_id() + 32 * i] = w.acc[i];
     }
     if (used == 1) return;

@@ -29,6 +29,34 @@ __device__ inline float warp_dot_runs(const float* a, const float* b, uint32_t n
   return warp_butterfly_sum(acc);
 }
 
+// State rows a lane group loads before it computes.
+constexpr uint32_t kGdnRowsInFlight = 4;
+
+// A lane's run of a state row: x[e] = p[e] for e < n (n <= 8), 0 past it; a whole run 16 bytes
+// aligned in two vector loads (a load a float would ask the L2 for a sector per lane: 8 times
+// the row's sectors), read past L1.
+__device__ inline void load_run(const float* p, uint32_t n, float (&x)[kDotVec]) {
+  if (n == kDotVec && aligned16(p)) {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(p)), b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (uint32_t e = 0; e < kDotVec; ++e) x[e] = e < n ? load_data(p + e) : 0.0f;
+}
+
+// Stores p[e] = x[e] for e < n, as load_run reads them.
+__device__ inline void store_run(float* p, uint32_t n, const float (&x)[kDotVec]) {
+  if (n == kDotVec && aligned16(p)) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+    return;
+  }
+#pragma unroll
+  for (uint32_t e = 0; e < kDotVec; ++e)
+    if (e < n) p[e] = x[e];
+}
+
 __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint32_t h, uint32_t position,
                                      uint8_t* smem) {
   const SpView &conv = c.views[t.operand[1]], &state_view = c.views[t.operand[6]];
@@ -78,32 +106,55 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
   }
   __syncthreads();
 
-  // The delta rule, a warp a row j (value dim j): lane l holds the row's elements 8l .. 8l + 7.
+  // The delta rule on the rows j (value dims) of the head's state, kGdnRowsInFlight rows a lane
+  // group at once (their loads in flight together): a row's canonical lane l (ops/dot.h) holds
+  // its elements 8l .. 8l + 7. With dk <= 128 only lanes 0..15 hold elements, so the
+  // butterfly's first step adds +0 (a lane's sum, begun at +0, is never -0) and each half-warp
+  // takes a row of its own.
   const float beta = scalars[0], decay = scalars[1];
   float* S = view_data<float>(c, t.operand[6]) + size_t(h) * dv * dk;
-  for (uint32_t j = warp_id(); j < dv; j += warps_per_block()) {
-    float* row = S + size_t(j) * dk;
-    float s[kDotVec];
-    float m = 0.0f;
+  const bool halves = dk <= kDotBlock / 2;
+  const uint32_t lane = halves ? lane_id() % 16 : lane_id(), group = halves ? lane_id() / 16 : 0;
+  const uint32_t groups = halves ? 2 : 1, first_off = halves ? 8 : 16;
+  auto reduce = [first_off](float x) {
+    for (uint32_t off = first_off; off > 0; off /= 2) x = x + __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+  };
+  for (uint32_t base = warp_id() * groups * kGdnRowsInFlight; base < dv;
+       base += warps_per_block() * groups * kGdnRowsInFlight) {
+    float s[kGdnRowsInFlight][kDotVec], m[kGdnRowsInFlight];
+    const uint32_t run = lane * kDotVec < dk ? min(kDotVec, dk - lane * kDotVec) : 0;  // the lane's elements
 #pragma unroll
-    for (uint32_t e = 0; e < kDotVec; ++e) {
-      const uint32_t i = lane_id() * kDotVec + e;
-      s[e] = i < dk ? load_data(row + i) * decay : 0.0f;
-      if (i < dk) m = m + s[e] * k[i];
-    }
-    m = warp_butterfly_sum(m);
-    const float delta = (v[j] - m) * beta;
-    float out = 0.0f;
+    for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
+      const uint32_t j = base + r * groups + group;
+      load_run(S + size_t(j) * dk + lane * kDotVec, j < dv ? run : 0, s[r]);
 #pragma unroll
-    for (uint32_t e = 0; e < kDotVec; ++e) {
-      const uint32_t i = lane_id() * kDotVec + e;
-      if (i >= dk) continue;
-      s[e] = s[e] + k[i] * delta;
-      out = out + s[e] * q[i];
-      row[i] = s[e];
+      for (uint32_t e = 0; e < kDotVec; ++e) s[r][e] = s[r][e] * decay;
     }
-    out = warp_butterfly_sum(out);
-    if (lane_id() == 0) o[j] = to_bf16(out);
+#pragma unroll
+    for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
+      m[r] = 0.0f;
+#pragma unroll
+      for (uint32_t e = 0; e < kDotVec; ++e)
+        if (lane * kDotVec + e < dk) m[r] = m[r] + s[r][e] * k[lane * kDotVec + e];
+      m[r] = reduce(m[r]);
+    }
+#pragma unroll
+    for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
+      const uint32_t j = base + r * groups + group;
+      const float delta = (j < dv ? v[j] - m[r] : 0.0f) * beta;
+      float out = 0.0f;
+#pragma unroll
+      for (uint32_t e = 0; e < kDotVec; ++e) {
+        const uint32_t i = lane * kDotVec + e;
+        if (i >= dk) continue;
+        s[r][e] = s[r][e] + k[i] * delta;
+        out = out + s[r][e] * q[i];
+      }
+      store_run(S + size_t(j) * dk + lane * kDotVec, j < dv ? run : 0, s[r]);
+      out = reduce(out);
+      if (j < dv && lane == 0) o[j] = to_bf16(out);
+    }
   }
   __syncthreads();
 
