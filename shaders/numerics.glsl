@@ -156,6 +156,11 @@ precise float pm_silu(float x) {
   return exact_div(x, denominator);
 }
 
+precise float pm_sigmoid(float x) {
+  precise float denominator = 1.0 + pm_exp(-x);
+  return exact_div(1.0, denominator);
+}
+
 // Argmax partials (ops/argmax.h): among numbers the larger value wins and ties keep the
 // earlier candidate; NaN, the mark of a logit that is not finite, wins over every number and
 // stays. -Inf is the identity. {v, i} comes after best.

@@ -169,11 +169,15 @@ uint tile_heads() {
   return param(SP_PARAMS_n_heads) / param(SP_PARAMS_n_kv_heads) / param(SP_PARAMS_attn_q_splits);
 }
 
+// Elements from one q head to the next in qkv: D, or 2D in GATED_ATTENTION, whose q heads each
+// hold their output gate beside them.
+uint q_stride(bool gated) { return (gated ? 2u : 1u) * param(SP_PARAMS_head_dim); }
+
 // The partials of the non-empty chunk c of unit = kv head * q splits + split. Items are the
 // unit's q heads, after the k head when the chunk holds the position: the warp that normed k
 // into its own slot (past the warps') appends k̂ and v in the first split, and the other warps'
 // scores read k̂ from that slot after the barrier.
-void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position) {
+void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position, bool gated) {
   const uint D = param(SP_PARAMS_head_dim), half_ = param(SP_PARAMS_rotary_dim) / 2u;
   const uint Hq = param(SP_PARAMS_n_heads), Hkv = param(SP_PARAMS_n_kv_heads), group = tile_heads();
   const uint context = param(SP_PARAMS_context), chunks = param(SP_PARAMS_attn_chunks);
@@ -182,7 +186,8 @@ void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position) {
   const uint64_t q_norm = load_view(t.operand[1]).addr, k_norm = load_view(t.operand[2]).addr;
   const View cache = load_view(t.operand[3]), partials = load_view(t.operand[5]);
   ConstHalves rope = ConstHalves(row_address(load_view(t.operand[4]), position, 2u));
-  const uint64_t v_own = qkv + uint64_t(Hq + Hkv + kv) * D * 2u;
+  const uint64_t k_begin = qkv + uint64_t(Hq) * q_stride(gated) * 2u;
+  const uint64_t v_own = k_begin + uint64_t(Hkv + kv) * D * 2u;
   const KvRows rows = KvRows(cache, kv * context, (Hkv + kv) * context, position, warps() * D, v_own);
   const uint lead = range.y == position + 1u ? 1u : 0u;  // item 0 is the k head
   const uint items = group + lead, slot = warp() * D;
@@ -191,8 +196,8 @@ void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position) {
     const uint item = min(first + warp(), items - 1u);
     const bool is_k = item < lead;
     const uint h = unit * group + (is_k ? 0u : item - lead);
-    norm_rope_to_slot(qkv + uint64_t(is_k ? Hq + kv : h) * D * 2u, is_k ? k_norm : q_norm, rope, D, half_,
-                      is_k ? rows.k_slot : slot);
+    norm_rope_to_slot(is_k ? k_begin + uint64_t(kv) * D * 2u : qkv + uint64_t(h) * q_stride(gated) * 2u,
+                      is_k ? k_norm : q_norm, rope, D, half_, is_k ? rows.k_slot : slot);
     if (first < lead) {
       append_kv(valid && is_k && unit % splits == 0u, rows.k_slot, v_own, row_address(cache, rows.k_base + position, 2u),
                 row_address(cache, rows.v_base + position, 2u), D);
@@ -203,9 +208,18 @@ void attend_chunk(Task t, uint unit, uint c, uvec2 range, uint position) {
   }
 }
 
+// r(o · r(sigmoid(gate))) of two bf16 (ops/attention.h attn_gated_output).
+uint gated_output(uint o, uint gate) {
+  precise float product = bf16_to_f32(o) * rounded(pm_sigmoid(bf16_to_f32(gate)));
+  return f32_to_bf16(product);
+}
+
 // The group's q heads merged from the partials of their `used` non-empty chunks into out
-// (ops/attention.h attn_merge_head), a warp a head, lane l dims l + 32i.
-void merge_group(View partials, uint64_t out_all, uint unit, uint group, uint chunks, uint used, uint D) {
+// (ops/attention.h attn_merge_head), a warp a head, lane l dims l + 32i; with gates (not 0:
+// GATED_ATTENTION's qkv + D, head h's gates q_stride(true) further each), each output times its
+// gate.
+void merge_group(View partials, uint64_t out_all, uint unit, uint group, uint chunks, uint used, uint D,
+                 uint64_t gates) {
   for (uint first = 0u; first < group; first += warps()) {
     const bool valid = first + warp() < group;
     const uint h = unit * group + min(first + warp(), group - 1u);  // past the group: repeat, write nothing
@@ -232,16 +246,22 @@ void merge_group(View partials, uint64_t out_all, uint unit, uint group, uint ch
       }
     }
     Halves dst = Halves(out_all + uint64_t(h) * D * 2u);
+    Halves gate = Halves(gates + uint64_t(h) * 4u * D);
     [[unroll]] for (uint i = 0u; i < 8u; ++i) {
       const uint d = lane() + i * LANES;
-      if (valid && d < D) dst.h[d] = uint16_t(f32_to_bf16(exact_div(o[i], L)));
+      if (valid && d < D) {
+        uint y = f32_to_bf16(exact_div(o[i], L));
+        if (gates != 0ul) y = gated_output(y, uint(gate.h[d]));
+        dst.h[d] = uint16_t(y);
+      }
     }
   }
 }
 
 // Operands: 0 qkv, 1 q_norm, 2 k_norm, 3 KV cache, 4 RoPE table, 5 partials [Hq * chunks, D + 2]
-// f32 {m, l, acc[D]}, 6 out [Hq * D] bf16, 7 arrivals [Hkv * q splits] u32.
-void run_attention(Task t) {
+// f32 {m, l, acc[D]}, 6 out [Hq * D] bf16, 7 arrivals [Hkv * q splits] u32. gated:
+// GATED_ATTENTION's (q heads beside their gates in qkv).
+void attention_tiles(Task t, bool gated) {
   uint position;
   if (!position_in_range(position)) return;
   const uint D = param(SP_PARAMS_head_dim), chunks = param(SP_PARAMS_attn_chunks), group = tile_heads();
@@ -251,12 +271,16 @@ void run_attention(Task t) {
     const uint unit = tile / chunks, c = tile % chunks;
     const uvec2 range = chunk_positions(position + 1u, chunks, c);
     if (range.x == range.y) continue;  // an empty chunk: no partials, no arrival
-    attend_chunk(t, unit, c, range, position);
+    attend_chunk(t, unit, c, range, position, gated);
     if (used == 1u) sync_workgroup_buffers();  // the only chunk merges its own partials
     if (used == 1u || arrived_last(load_view(t.operand[7]).addr, unit, used))
-      merge_group(partials, load_view(t.operand[6]).addr, unit, group, chunks, used, D);
+      merge_group(partials, load_view(t.operand[6]).addr, unit, group, chunks, used, D,
+                  gated ? load_view(t.operand[0]).addr + uint64_t(D) * 2u : 0ul);
   }
 }
+
+void run_attention(Task t) { attention_tiles(t, false); }
+void run_gated_attention(Task t) { attention_tiles(t, true); }
 
 // An upper bound: every tile may append, and any may merge.
 uint cost_attention(Task t) {
@@ -267,5 +291,7 @@ uint cost_attention(Task t) {
   const uint merge = trips(group, warps()) * (2u * chunks + 1u);
   return (t.tile_end - t.tile_begin) * (trips(group + 1u, warps()) * per_item + merge + 1u);
 }
+
+uint cost_gated_attention(Task t) { return cost_attention(t); }
 
 #endif

@@ -31,7 +31,7 @@
   X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN)                 \
   X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN) \
   X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)     \
-  X(GATED_ATTENTION, gated_attention, 11, SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP) \
+  X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)                                \
   X(GDN, gdn, 12, SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)                         \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)
 

@@ -233,6 +233,26 @@ TEST_CASE("vulkan: an MoE of 37 experts, 5 a token, equals the sequential refere
   check_same(run_decode(ex, g, prompt, 3), expect);
 }
 
+TEST_CASE("vulkan: gated attention (qwen3_5's, every layer full attention) equals the sequential reference, one chunk or three") {
+  ModelConfig c = synthetic_config("tiny-qwen3.5");
+  c.layer_types.assign(c.n_layers, LayerType::FullAttention);
+  const ModelWeights w = test::weights_for("gated attention", c, 64);
+  BuildOptions o;
+  o.context = 64;
+  for (uint32_t chunks : {1u, 3u}) {
+    CAPTURE(chunks);
+    o.attn_chunks = chunks;
+    const Graph g = build_decode_graph(w, o);
+    REQUIRE(std::any_of(g.tasks.begin(), g.tasks.end(), [](const SpTask& t) { return t.op == SP_OP_GATED_ATTENTION; }));
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+    for (uint32_t warps : {1u, 2u}) {
+      CAPTURE(warps);
+      VulkanExecutor ex(g, w, vulkan_options(3, {warps, 0}));
+      check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
+    }
+  }
+}
+
 TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
   const ModelWeights w = load_model("synthetic:tiny-tied");
   BuildOptions b;
