@@ -153,6 +153,11 @@ FAMILIES = {
 #       "fused": model.layers.{i}.mlp.experts.gate_up_proj [E, 2*I, H] (gate rows, then up
 #           rows) and model.layers.{i}.mlp.experts.down_proj [E, H, I], no ".weight" suffix;
 #           transformers' in-memory layout, written with save_original_format=False.
+#   vl_wrapper: rewrite the saved text model, once its reference outputs are taken and
+#       verified, into the released Qwen3.5 checkpoints' layout (spec 3.4): config.json the
+#       vision-language wrapper's with the text config under text_config, the text tensors under
+#       model.language_model., and a vision tensor and an MTP tensor that a text decoder must
+#       ignore. The weights are the text model's, so its outputs are the references.
 FIXTURES = {
     "qwen3-tiny": ("qwen3", dict(tie_word_embeddings=False), 1080),
     "qwen3-tiny-tied": ("qwen3", dict(tie_word_embeddings=True), 1389),
@@ -162,6 +167,7 @@ FIXTURES = {
                              dict(experts_layout="fused",
                                   save_kwargs=dict(save_original_format=False))),
     "qwen3.5-tiny": ("qwen3_5", dict(tie_word_embeddings=False), 254),
+    "qwen3.5-tiny-vl": ("qwen3_5", dict(tie_word_embeddings=False), 254, dict(vl_wrapper=True)),
     "qwen3.5-moe-tiny": ("qwen3_5_moe", dict(tie_word_embeddings=False), 2974,
                          dict(experts_layout="fused", save_kwargs=dict(save_original_format=False))),
     "qwen3-next-tiny": ("qwen3_next", dict(tie_word_embeddings=False), 857, dict(experts_layout="per_expert")),
@@ -506,8 +512,29 @@ def build_fixture(name, out_root, device, verify):
                   experts_impl=moe.get("experts_implementation"))
     if verify:
         result.update(verify_fixture(d, family, device, model_bf16.to(device)))
+    if options.get("vl_wrapper"):
+        to_vl_wrapper(d, seed)
     result["files"] = {fn: os.path.getsize(os.path.join(d, fn)) for fn in sorted(os.listdir(d))}
     return result
+
+
+def to_vl_wrapper(d, seed):
+    """Rewrites the text checkpoint in d into the released Qwen3.5 layout (FIXTURES, vl_wrapper)."""
+    path = os.path.join(d, "config.json")
+    text = json.load(open(path))
+    wrapper = dict(architectures=["Qwen3_5ForConditionalGeneration"], model_type="qwen3_5",
+                   tie_word_embeddings=text["tie_word_embeddings"], text_config=text,
+                   vision_config=dict(depth=1, hidden_size=16), transformers_version=text["transformers_version"])
+    with open(path, "w") as f:
+        json.dump(wrapper, f, indent=2)
+        f.write("\n")
+    st = os.path.join(d, "model.safetensors")
+    tensors = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v
+               for k, v in load_file(st).items()}
+    g = torch.Generator().manual_seed(seed)
+    tensors["model.visual.blocks.0.attn.qkv.weight"] = torch.randn(48, 16, generator=g).to(DTYPE)
+    tensors["mtp.fc.weight"] = torch.randn(64, 128, generator=g).to(DTYPE)
+    save_file(tensors, st, metadata={"format": "pt"})
 
 
 @torch.no_grad()
