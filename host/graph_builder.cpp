@@ -132,6 +132,13 @@ uint32_t attn_q_splits_for(uint32_t chunks, uint32_t n_heads, uint32_t kv_heads)
   return splits;
 }
 
+uint32_t gdn_gang_for(uint32_t value_heads, uint32_t value_dim) {
+  uint32_t members = 1;
+  for (uint32_t m = 1; m <= 255 && value_dim / m >= 16 && uint64_t(value_heads) * m <= 128; ++m)
+    if (value_dim % m == 0) members = m;
+  return members;
+}
+
 Graph build_decode_graph(const ModelWeights& w, const BuildOptions& opt) { return build_graph(w, opt); }
 
 }  // namespace spindle

@@ -37,6 +37,10 @@ struct BuildOptions {
   // for g's attention tasks alone. A schedule, not numerics: the bits of the graph without it
   // (but for the fp64 executor, which rounds each piece's dot to f32: docs/numerics.md).
   bool kv_head_waits = false;
+  // Members of each GDN value head's gang (tasks/opcodes.h SP_OP_GDN): the head's state rows
+  // shared over that many tasks, which the CUDA persistent kernel runs at once; 1 = a task
+  // holds whole heads. A schedule, not numerics. 0 = gdn_gang_for.
+  uint32_t gdn_gang = 0;
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one
@@ -53,6 +57,9 @@ uint32_t attn_chunks_for_context(uint32_t context, uint32_t kv_heads);
 // divide the group and keep the attention tasks within that wave; chunks already spread a
 // longer context's attention, so then 1.
 uint32_t attn_q_splits_for(uint32_t chunks, uint32_t n_heads, uint32_t kv_heads);
+// GDN gangs: the most members that divide the value head size into shares of at least 16 rows
+// (half-warps of the CUDA tile: each takes a state row) and keep the GDN tasks within that wave.
+uint32_t gdn_gang_for(uint32_t value_heads, uint32_t value_dim);
 
 // Throws spindle::Error when the family is not one the builder supports yet, when the weights
 // do not match the config, or when a size derived from the config and the options does not

@@ -7,19 +7,33 @@
 namespace spindle::cuda {
 namespace {
 
-// The target stage's weights in task order, 16-byte aligned (outward, within the arena), cut
-// after `budget` bytes.
+// A GDN record's delta-rule state rows (its tiles: tasks/opcodes.h SP_OP_GDN operand 6, dk f32
+// a row): read before they are written, and by no earlier task of the step, so the L2 can hold
+// them ahead as it holds weights.
+std::vector<WeightSpan> recurrent_state_spans(const Graph& g, const SpTask& t) {
+  if (t.op != SP_OP_GDN || t.tile_end <= t.tile_begin) return {};
+  const SpView& S = g.views[t.operand[6]];
+  const uint64_t row_bytes = uint64_t(S.row_stride) * sp_dtype_bytes(S.dtype);
+  const uint64_t first = sp_view_offset(S) + t.tile_begin * row_bytes;
+  return {{S.arena, first, first + (t.tile_end - t.tile_begin) * row_bytes}};
+}
+
+// The target stage's weights and recurrent state in task order, 16-byte aligned (outward,
+// within the arena), cut after `budget` bytes.
 std::vector<WeightSpan> stage_weight_spans(const Graph& g, const Stage& st, uint64_t budget) {
   std::vector<WeightSpan> spans;
   uint64_t taken = 0;
-  for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i)
-    for (const WeightSpan& w : task_weight_spans(g, g.tasks[i])) {
-      if (w.arena < SP_ARENA_WEIGHTS0 || taken >= budget) continue;
+  for (uint32_t i = st.first_task; i < st.first_task + st.tasks && taken < budget; ++i) {
+    std::vector<WeightSpan> task_spans = task_weight_spans(g, g.tasks[i]);
+    for (const WeightSpan& s : recurrent_state_spans(g, g.tasks[i])) task_spans.push_back(s);
+    for (const WeightSpan& w : task_spans) {
+      if ((w.arena < SP_ARENA_WEIGHTS0 && w.arena != SP_ARENA_RECURRENT) || taken >= budget) continue;
       const uint64_t begin = w.begin & ~uint64_t(15), end = std::min((w.end + 15u) & ~uint64_t(15), g.arenas[w.arena].bytes);
       const uint64_t kept = std::min(end - begin, budget - taken);
       spans.push_back({w.arena, begin, begin + kept});
       taken += kept;
     }
+  }
   return spans;
 }
 

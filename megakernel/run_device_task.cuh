@@ -81,7 +81,7 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_EXPERT_DOWN_SHARED)) run_expert_down<true>(t, c, smem, site);
       return;
     case SP_OP_GDN:
-      if constexpr (has(SP_OP_GDN)) run_gdn(t, c, smem, extras);
+      if constexpr (has(SP_OP_GDN)) run_gdn(t, c, smem, extras, gang, site);
       return;
   }
 }

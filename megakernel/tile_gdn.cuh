@@ -1,6 +1,7 @@
 // The GDN tile (tasks/opcodes.h SP_OP_GDN; ops/gdn.h, docs/numerics.md), one value head h at a
-// time: the block's threads on the conv of h's q, k and v channels; two warps on the L2 norms
-// and a thread on the gates; a warp a row of h's state for the delta rule, each lane holding
+// time, or a gang member's share of h's rows: the block's threads on the conv of h's q and k
+// channels and its rows' v channels; two warps on the L2 norms and a thread on the gates; a
+// half-warp or a warp a row of h's state for the delta rule, each lane holding
 // the canonical order's runs of 8 key elements (ops/dot.h), so that the row's two dots are the
 // host's bit for bit; then the gated RMSNorm. The conv rings, the state and the projections are
 // written by other blocks (another step's, or this step's projections), so they are read past
@@ -9,11 +10,13 @@
 #include <stdint.h>
 
 #include "megakernel/device_dot.cuh"
+#include "megakernel/gang_barrier.cuh"
 #include "megakernel/tile_extras.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/context.h"
 #include "ops/gdn.h"
 #include "ops/norm.h"
+#include "tasks/gdn_shape.h"
 
 namespace spindle::cuda {
 
@@ -57,15 +60,19 @@ __device__ inline void store_run(float* p, uint32_t n, const float (&x)[kDotVec]
     if (e < n) p[e] = x[e];
 }
 
-__device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint32_t h, uint32_t position,
-                                     uint8_t* smem) {
-  const SpView &conv = c.views[t.operand[1]], &state_view = c.views[t.operand[6]];
-  const uint32_t Hv = c.views[t.operand[2]].cols, dv = c.views[t.operand[4]].cols, dk = state_view.cols;
-  const uint32_t Hk = (conv.rows - Hv * dv) / (2 * dk), Kc = conv.cols, g = h / (Hv / Hk);
-  const uint32_t C = conv.rows;
-  const bool writes_qk = h % (Hv / Hk) == 0;
+// Value head h's state rows j0 .. j0 + n - 1 (all dv of them but in a gang member). With `gang`
+// (a member running at once with its gang, tasks/opcodes.h SP_OP_GDN) the head's other rows are
+// the other members': the outputs go through `out` for the RMS, a gang barrier before it is
+// read and another before the normed rows overwrite it; a barrier not met (the run aborted)
+// ends the tile.
+__device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, const GdnShape& sh, uint32_t h, uint32_t j0,
+                                     uint32_t n, uint32_t position, uint8_t* smem, const GangBarrier* gang,
+                                     const TaskSite& site) {
+  const uint32_t Hk = sh.Hk, Hv = sh.Hv, dk = sh.dk, dv = sh.dv, Kc = sh.Kc, C = sh.C, g = h / (Hv / Hk);
+  const bool writes_qk = h % (Hv / Hk) == 0 && j0 == 0;
   const bf16* proj = view_data<const bf16>(c, t.operand[0]);
   const bf16* conv_w = view_data<const bf16>(c, t.operand[1]);
+  const size_t conv_w_stride = c.views[t.operand[1]].row_stride;
   bf16* ring = view_data<bf16>(c, t.operand[5]);
   const size_t ring_stride = c.views[t.operand[5]].row_stride;
   float* q = reinterpret_cast<float*>(smem + gdn_q_offset());
@@ -74,17 +81,17 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
   bf16* o = reinterpret_cast<bf16*>(smem + gdn_o_offset());
   float* scalars = reinterpret_cast<float*>(smem);  // beta, decay, inv_q, inv_k
 
-  // The conv of the head's 2 dk + dv channels: q, then k, then v.
-  for (uint32_t i = threadIdx.x; i < 2 * dk + dv; i += blockDim.x) {
-    const uint32_t ch = i < dk ? g * dk + i : i < 2 * dk ? (Hk + g) * dk + i - dk : 2 * Hk * dk + h * dv + i - 2 * dk;
+  // The conv of the head's q and k channels and of its rows' v channels (v[j] for row j).
+  for (uint32_t i = threadIdx.x; i < 2 * dk + n; i += blockDim.x) {
+    const uint32_t ch = i < dk ? g * dk + i : i < 2 * dk ? (Hk + g) * dk + i - dk : 2 * Hk * dk + h * dv + j0 + i - 2 * dk;
     bf16* r = ring + ch * ring_stride;
     const bf16 x = load_bf16<Src::Data>(proj + ch);
-    const bf16 y = conv_ring_output<float>(Kc, conv_w + ch * conv.row_stride, x, position,
+    const bf16 y = conv_ring_output<float>(Kc, conv_w + ch * conv_w_stride, x, position,
                                            [r](uint32_t slot) { return load_bf16<Src::Data>(r + slot); });
     if (i >= 2 * dk || writes_qk) r[position % Kc] = x;
     if (i < dk) q[i] = widen<float>(y);
     else if (i < 2 * dk) k[i - dk] = widen<float>(y);
-    else v[i - 2 * dk] = widen<float>(y);
+    else v[j0 + i - 2 * dk] = widen<float>(y);
   }
   __syncthreads();
   if (warp_id() < 2) {
@@ -120,14 +127,14 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
     for (uint32_t off = first_off; off > 0; off /= 2) x = x + __shfl_xor_sync(0xffffffffu, x, off);
     return x;
   };
-  for (uint32_t base = warp_id() * groups * kGdnRowsInFlight; base < dv;
+  for (uint32_t base = j0 + warp_id() * groups * kGdnRowsInFlight; base < j0 + n;
        base += warps_per_block() * groups * kGdnRowsInFlight) {
     float s[kGdnRowsInFlight][kDotVec], m[kGdnRowsInFlight];
     const uint32_t run = lane * kDotVec < dk ? min(kDotVec, dk - lane * kDotVec) : 0;  // the lane's elements
 #pragma unroll
     for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
       const uint32_t j = base + r * groups + group;
-      load_run(S + size_t(j) * dk + lane * kDotVec, j < dv ? run : 0, s[r]);
+      load_run(S + size_t(j) * dk + lane * kDotVec, j < j0 + n ? run : 0, s[r]);
 #pragma unroll
       for (uint32_t e = 0; e < kDotVec; ++e) s[r][e] = s[r][e] * decay;
     }
@@ -142,7 +149,7 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
 #pragma unroll
     for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
       const uint32_t j = base + r * groups + group;
-      const float delta = (j < dv ? v[j] - m[r] : 0.0f) * beta;
+      const float delta = (j < j0 + n ? v[j] - m[r] : 0.0f) * beta;
       float out = 0.0f;
 #pragma unroll
       for (uint32_t e = 0; e < kDotVec; ++e) {
@@ -151,10 +158,18 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
         s[r][e] = s[r][e] + k[i] * delta;
         out = out + s[r][e] * q[i];
       }
-      store_run(S + size_t(j) * dk + lane * kDotVec, j < dv ? run : 0, s[r]);
+      store_run(S + size_t(j) * dk + lane * kDotVec, j < j0 + n ? run : 0, s[r]);
       out = reduce(out);
-      if (j < dv && lane == 0) o[j] = to_bf16(out);
+      if (j < j0 + n && lane == 0) o[j] = to_bf16(out);
     }
+  }
+
+  bf16* out = view_data<bf16>(c, t.operand[7]) + size_t(h) * dv;
+  if (gang) {  // phase 0's outputs out; phase 1 reads the head's back
+    __syncthreads();
+    for (uint32_t j = j0 + threadIdx.x; j < j0 + n; j += blockDim.x) out[j] = o[j];
+    if (!gang_barrier(*gang, 0, site)) return;
+    for (uint32_t j = threadIdx.x; j < dv; j += blockDim.x) o[j] = load_bf16<Src::Data>(out + j);
   }
   __syncthreads();
 
@@ -163,22 +178,28 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, uint
     const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared, 1>(o, o, dv), dv, c.params->rms_eps);
     if (lane_id() == 0) scalars[2] = inv;
   }
+  if (gang && !gang_barrier(*gang, 1, site)) return;  // every member has read out
   __syncthreads();
   const bf16* norm_w = view_data<const bf16>(c, t.operand[4]);
   const bf16* z = proj + C + size_t(h) * dv;
-  bf16* out = view_data<bf16>(c, t.operand[7]) + size_t(h) * dv;
-  for (uint32_t j = threadIdx.x; j < dv; j += blockDim.x) {
-    const bf16 n = rms_norm_element<float>(widen<float>(o[j]), scalars[2], widen<float>(norm_w[j]), SP_NORM_STANDARD);
-    out[j] = to_bf16(widen<float>(n) * pm_silu(widen<float>(load_bf16<Src::Data>(z + j))));
+  for (uint32_t j = j0 + threadIdx.x; j < j0 + n; j += blockDim.x) {
+    const bf16 y = rms_norm_element<float>(widen<float>(o[j]), scalars[2], widen<float>(norm_w[j]), SP_NORM_STANDARD);
+    out[j] = to_bf16(widen<float>(y) * pm_silu(widen<float>(load_bf16<Src::Data>(z + j))));
   }
   __syncthreads();  // the next head reuses shared memory
 }
 
-// The persistent kernel's extras carry the step's position; the per-op kernels load it.
-__device__ inline void run_gdn(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
+// The persistent kernel's extras carry the step's position; the per-op kernels load it. With
+// `gang` the block runs its member's rows; without, a gang runs whole: rank 0 the head, the
+// other ranks nothing.
+__device__ inline void run_gdn(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras,
+                               const GangBarrier* gang, const TaskSite& site) {
   const uint32_t position =
       extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
-  for (uint32_t h = t.tile_begin; h < t.tile_end; ++h) gdn_head_tile(t, c, h, position, smem);
+  const GdnShape s = gdn_shape(t, c.views);
+  if (!gang && s.width > 1 && t.gang_rank != 0) return;
+  const uint32_t j0 = gang ? s.row : 0u, n = gang ? s.rows : s.dv;  // one call site: one copy of the tile's code
+  for (uint32_t h = s.head; h < s.head + s.heads; ++h) gdn_head_tile(t, c, s, h, j0, n, position, smem, gang, site);
 }
 
 }  // namespace spindle::cuda

@@ -14,6 +14,7 @@
 #include "ops/moe.h"
 #include "ops/sample.h"
 #include "tasks/error.h"
+#include "tasks/gdn_shape.h"
 
 namespace spindle {
 
@@ -124,14 +125,15 @@ void run_gated_attention(const SpTask& t, const TileContext& c) {
   attention_tiles<Acc>(t, c, true);
 }
 
-// The sizes follow from the views (tasks/opcodes.h SP_OP_GDN), which validate() checked.
+// The sizes follow from the views (tasks/gdn_shape.h), which validate() checked. A gang runs
+// whole (tasks/gang.h): rank 0's record runs its head, the other ranks' nothing.
 template <class Acc>
 void run_gdn(const SpTask& t, const TileContext& c) {
-  const SpView &conv = operand_view(t, c, 1), &state = operand_view(t, c, 6);
-  const uint32_t Hv = operand_view(t, c, 2).cols, dv = operand_view(t, c, 4).cols, dk = state.cols;
+  if (sp_gang_width(t) > 1 && t.gang_rank != 0) return;
+  const GdnShape s = gdn_shape(t, c.views);
   const GdnArgs a{operand_data<const bf16>(t, c, 0),
                   operand_data<const bf16>(t, c, 1),
-                  conv.row_stride,
+                  operand_view(t, c, 1).row_stride,
                   operand_data<const bf16>(t, c, 2),
                   operand_data<const bf16>(t, c, 3),
                   operand_data<const bf16>(t, c, 4),
@@ -139,14 +141,14 @@ void run_gdn(const SpTask& t, const TileContext& c) {
                   operand_view(t, c, 5).row_stride,
                   operand_data<float>(t, c, 6),
                   operand_data<bf16>(t, c, 7),
-                  (conv.rows - Hv * dv) / (2 * dk),
-                  Hv,
-                  dk,
-                  dv,
-                  conv.cols,
+                  s.Hk,
+                  s.Hv,
+                  s.dk,
+                  s.dv,
+                  s.Kc,
                   c.state->position,
                   c.params->rms_eps};
-  for (uint32_t h = t.tile_begin; h < t.tile_end; ++h) gdn_head<Acc>(a, h);
+  for (uint32_t h = s.head; h < s.head + s.heads; ++h) gdn_head<Acc>(a, h);
 }
 
 template <class Acc>

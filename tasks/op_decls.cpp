@@ -89,7 +89,14 @@ void check_gdn(const Graph&, const SpTask& t, const OperandCheck& o) {
            " and a whole number of q and k heads of " + str(dk));
   const uint64_t Hk = (C - Hv * dv) / (2 * dk);
   if (Hv % Hk) refuse("its " + str(Hv) + " value heads are not a whole number of each of its " + str(Hk) + " key heads'");
-  if (t.tile_end > Hv) refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(Hv) + " value heads");
+  const uint64_t len = t.tile_end - t.tile_begin, w = sp_gang_width(t);
+  if (t.tile_end > Hv * dv)
+    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(Hv * dv) + " state rows of the value heads");
+  if (w == 1 && (t.tile_begin % dv || t.tile_end % dv))
+    refuse("its state rows " + str(t.tile_begin) + ".." + str(t.tile_end) + " are not whole value heads of " + str(dv));
+  if (w > 1 && (len * w != dv || t.tile_begin < t.gang_rank * len || (t.tile_begin - t.gang_rank * len) % dv))
+    refuse("its gang of " + str(w) + " does not share one value head's " + str(dv) + " state rows (rank " +
+           str(t.gang_rank) + ", rows " + str(t.tile_begin) + ".." + str(t.tile_end) + ")");
   o.array(0, {SP_BF16}, C + Hv * dv + 2 * Hv, "elements of the channels, z, b and a");
   o.array(3, {SP_BF16}, Hv, "dt_bias of every value head");
   o.matrix(5, SP_BF16, C, Kc, "conv inputs of every channel");
@@ -227,6 +234,15 @@ uint64_t expert_down_input(const Graph& g, const SpTask& t) {
   const SpMoeParams& p = moe_record(g, t, 4);
   return p.slots * (octets(p.expert_rows) + 4);
 }
+// EXPERT_DOWN_SHARED's: EXPERT_DOWN's slot rows, the shared expert's activations, the slots.
+uint64_t expert_down_shared_input(const Graph& g, const SpTask& t) {
+  return expert_down_input(g, t) + octets(g.views[t.operand[5]].cols);
+}
+// GDN's: a value head's q, k and v (its conv's outputs) and its output o, as f32 words.
+uint64_t gdn_input(const Graph& g, const SpTask& t) {
+  const uint64_t dk = g.views[t.operand[6]].cols, dv = g.views[t.operand[4]].cols;
+  return 2 * (2 * dk + 2 * dv);
+}
 uint64_t none(const Graph&, const SpTask&) { return 0; }
 
 const OpDecl kEmbed{{{{K::View, "table"}, {K::View, "out", true}}}, check_embed, nullptr, none};
@@ -243,11 +259,11 @@ const OpDecl kAttention{{{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_no
 const OpDecl kExpertDownShared{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                                  {K::View, "hidden", true}, {K::Params, "params"}, {K::View, "shared_W"},
                                  {K::View, "shared_act"}, {K::View, "shared_gate"}}},
-                               check_expert_down_shared, expert_down_bytes, expert_down_input};
+                               check_expert_down_shared, expert_down_bytes, expert_down_shared_input};
 const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none};
 const OpDecl kGdn{{{{K::View, "proj"}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
                     {K::View, "conv_state", true}, {K::View, "state", true}, {K::View, "out", true}}},
-                  check_gdn, nullptr, none};
+                  check_gdn, nullptr, gdn_input};
 const OpDecl kSample{{{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
                        {K::View, "forced"}, {K::View, "out_tokens", true}}},
                      check_sample, nullptr, none};

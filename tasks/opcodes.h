@@ -126,14 +126,17 @@ enum SpOpcode : uint32_t {
   // heads; the merge writes out = r(r(o) * r(sigmoid(gate))). Otherwise, tiles and operands as
   // ATTENTION's.
   SP_OP_GATED_ATTENTION = 11,
-  // A Gated DeltaNet layer's decode step for value heads [tile_begin, tile_end) (ops/gdn.h,
-  // docs/numerics.md): the causal conv (with SiLU) of the head's q and k channels (its key head
-  // g = h / (Hv/Hk)) and v channels, its gates, the L2 norms, the delta-rule update of its f32
-  // state, and the gated RMSNorm of its output with its z. The conv state is a ring of Kc inputs
-  // a channel, slot position % Kc, so that the value heads sharing a key head read its older
-  // inputs while the group's first writes the newest. Tiles: value heads. The sizes follow from
-  // the views: C = conv rows, Kc = conv columns, Hv = A_log's elements, dv = the norm's, dk =
-  // the state's columns, Hk = (C - Hv*dv) / (2*dk).
+  // A Gated DeltaNet layer's decode step (ops/gdn.h, docs/numerics.md) for the value heads
+  // whose state rows are the tiles: the causal conv (with SiLU) of a head's q and k channels (its
+  // key head g = h / (Hv/Hk)) and v channels, its gates, the L2 norms, the delta-rule update of
+  // its f32 state, and the gated RMSNorm of its output with its z. The conv state is a ring of Kc
+  // inputs a channel, slot position % Kc, so that the value heads sharing a key head read its
+  // older inputs while the group's first writes the newest. Tiles: state rows (value dim j of
+  // head h is tile h*dv + j), whole heads a record, or one head a gang (tasks/gang.h), w members
+  // of dv/w rows in three phases: the conv, gates, norms and the member's rows of the delta rule,
+  // their outputs into out; the head's output read whole for its RMS; the member's rows of the
+  // gated norm written. The sizes follow from the views: C = conv rows, Kc = conv columns, Hv =
+  // A_log's elements, dv = the norm's, dk = the state's columns, Hk = (C - Hv*dv) / (2*dk).
   //   0 proj [C + Hv*dv + 2Hv] bf16: the q, k and v channels (q heads, k heads, v heads), z, b, a
   //   1 conv weight [C, Kc] bf16   2 A_log [Hv] bf16   3 dt_bias [Hv] bf16   4 norm weight [dv] bf16
   //   5 conv state [C, Kc] bf16, written   6 state [Hv*dv, dk] f32, written (row h*dv + j: value

@@ -422,7 +422,7 @@ TEST_CASE("tiny-moe: every mode, schedule and worker count matches the sequentia
   }
 }
 
-TEST_CASE("the hybrid families (GDN, gated attention, the shared expert): every mode, schedule and worker count matches the sequential reference") {
+TEST_CASE("the hybrid families (GDN, gated attention, the shared expert): every mode, schedule and worker count matches the sequential reference, GDN gangs too") {
   for (const char* preset : {"synthetic:tiny-qwen3.5", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
     CAPTURE(preset);
     const ModelWeights w = load_model(preset);
@@ -431,6 +431,9 @@ TEST_CASE("the hybrid families (GDN, gated attention, the shared expert): every 
     o.attn_chunks = 3;
     std::vector<Graph> graphs{build_decode_graph(w, o)};
     o.attn_chunks = 1;  // one chunk a kv head: the q heads split over tiles, merged at once
+    graphs.push_back(build_decode_graph(w, o));
+    // GDN gangs of 4 (16 tasks a GDN stage): 132 blocks run the members at once, 1 and 3 whole.
+    o.gdn_gang = 4;
     graphs.push_back(build_decode_graph(w, o));
     for (size_t i = 0; i < graphs.size(); ++i) {
       CAPTURE(i);
@@ -450,13 +453,15 @@ TEST_CASE("the hybrid families (GDN, gated attention, the shared expert): every 
   }
 }
 
-TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megakernel and per-op match the sequential reference") {
+TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megakernel and per-op match the sequential reference, GDN gangs or not") {
   const ModelWeights w = load_model("synthetic:qwen3.5-0.8b");
   BuildOptions o;
   o.context = 16;
-  const Graph g = build_decode_graph(w, o);
+  const Graph g = build_decode_graph(w, o);  // GDN gangs of 8, 16 rows a member, run at once
   const std::vector<uint32_t> prompt = {3, 141, 59};
   const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 4);
   check_same(run_decode(g, w, cuda_options(CudaMode::Megakernel), prompt, 4), expect);
   check_same(run_decode(g, w, cuda_options(CudaMode::PerOp), prompt, 4), expect);
+  o.gdn_gang = 1;  // a task a value head
+  check_same(run_decode(build_decode_graph(w, o), w, cuda_options(CudaMode::Megakernel), prompt, 4), expect);
 }

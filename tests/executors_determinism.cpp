@@ -8,6 +8,7 @@
 
 #include "host/decode.h"
 #include "host/graph_builder.h"
+#include "tasks/gang.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
 
@@ -194,6 +195,31 @@ TEST_CASE("tiny-qwen3.5: every worker count, schedule and tiling gives the seque
   const Graph small_tiles = build_decode_graph(w, o);
   check_same(run_decode(small_tiles, w, {ExecutorKind::Sequential}, prompt, 12), expect);
   check_same(run_decode(small_tiles, w, {ExecutorKind::Threaded, 5, ScheduleKind::Ticket}, prompt, 12), expect);
+}
+
+TEST_CASE("GDN gangs (a value head's state rows over 2 or 4 members) change no bit, on either CPU executor and schedule") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 64;
+  o.gdn_gang = 1;
+  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const Decoded expect = run_decode(build_decode_graph(w, o), w, {ExecutorKind::Sequential}, prompt, 12);
+  for (uint32_t members : {2u, 4u}) {
+    CAPTURE(members);
+    o.gdn_gang = members;
+    const Graph g = build_decode_graph(w, o);
+    size_t gdn = 0;
+    for (const SpTask& t : g.tasks)
+      if (t.op == SP_OP_GDN) {
+        ++gdn;
+        CHECK(sp_gang_width(t) == members);
+        CHECK(t.tile_end - t.tile_begin == w.config.linear_value_head_dim / members);
+      }
+    CHECK(gdn == size_t(3) * w.config.linear_num_value_heads * members);  // tiny-qwen3.5: 3 GDN layers
+    check_same(run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12), expect);
+    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
+      check_same(run_decode(g, w, {ExecutorKind::Threaded, 3, sched}, prompt, 12), expect);
+  }
 }
 
 TEST_CASE("a sequence starts from an empty recurrent state: a second decode repeats the first") {

@@ -238,6 +238,47 @@ TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits 
     for (const SpTask& t : other.tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
 }
 
+TEST_CASE("GDN gangs: by default the most members that leave 16 rows each within 128 tasks; a gang that does not divide the value head is refused") {
+  CHECK(gdn_gang_for(16, 128) == 8);  // qwen3.5-0.8b: 128 tasks
+  CHECK(gdn_gang_for(32, 128) == 4);  // qwen3.5-35b-a3b
+  CHECK(gdn_gang_for(48, 128) == 2);  // qwen3.5-27b: 3 would make 144 tasks
+  CHECK(gdn_gang_for(4, 16) == 1);    // tiny-qwen3.5: 16 rows a head
+  CHECK(gdn_gang_for(200, 128) == 1);
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 32;
+  o.gdn_gang = 3;
+  CHECK(error_of([&] { build_decode_graph(w, o); }) ==
+        "GDN gangs of 3 (--gdn-gang): not a divisor of the value head size 16 of at most 255 members");
+}
+
+TEST_CASE("validate() names a GDN record whose state rows are not whole heads or a gang's share of one") {
+  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+  BuildOptions o;
+  o.context = 32;
+  o.gdn_gang = 1;
+  const Graph whole = build_decode_graph(w, o);
+  o.gdn_gang = 2;
+  const Graph gangs = build_decode_graph(w, o);
+  const auto broken = [](const Graph& good, auto&& change) {
+    Graph g = good;
+    change(g, first_task(g, SP_OP_GDN));
+    return error_of([&] { validate(g); });
+  };
+  CHECK(broken(whole, [](Graph& g, size_t i) { g.tasks[i].tile_end -= 1; })
+            .find("its state rows 0..15 are not whole value heads of 16") != std::string::npos);
+  CHECK(broken(whole, [](Graph& g, size_t i) { g.tasks[i].tile_end = 1000; })
+            .find("its tiles end at 1000, past the 64 state rows of the value heads") != std::string::npos);
+  // A gang of 2 over 4 rows each: 8 of the head's 16.
+  CHECK(broken(gangs, [](Graph& g, size_t i) { g.tasks[i].tile_end -= 4, g.tasks[i + 1].tile_begin -= 4, g.tasks[i + 1].tile_end -= 8; })
+            .find("its gang of 2 does not share one value head's 16 state rows (rank 0, rows 0..4)") != std::string::npos);
+  CHECK(broken(gangs, [](Graph& g, size_t i) {
+          for (size_t j : {i, i + 1}) g.tasks[j].tile_begin += 8, g.tasks[j].tile_end += 8;
+        }).find("its gang of 2 does not share one value head's 16 state rows (rank 0, rows 8..16)") != std::string::npos);
+  CHECK_NOTHROW(validate(whole));
+  CHECK_NOTHROW(validate(gangs));
+}
+
 TEST_CASE("validate() names a GEMV piece it cannot run") {
   const Graph& good = tiny_head_pieces_model().graph;
   const size_t i = first_task(good, SP_OP_GEMV_PIECE);

@@ -1,8 +1,10 @@
 // The persistent kernel's L2 prefetch plan (megakernel/l2_prefetch.h), checked on the host
-// against the graph walked granule by granule: which 16-byte granules of the weight arenas each
-// stage's tasks prefetch, against the rows of the stage `distance` stages later.
+// against the graph walked granule by granule: which 16-byte granules of the weight arenas and
+// the recurrent state each stage's tasks prefetch, against the rows of the stage `distance`
+// stages later.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -17,13 +19,22 @@ using Granules = std::set<std::pair<uint32_t, uint64_t>>;  // (arena, offset / 1
 
 namespace {
 
-// The granules of every weight row the stage's projection tasks read, and of an MLP member's
-// gate and up rows and its down piece j, which the persistent kernel holds piece-major
-// (repack_down.h): bytes [j·H·P·2, (j+1)·H·P·2) of the down view.
+// The granules of every weight row the stage's projection tasks read, of an MLP member's gate
+// and up rows and its down piece j, which the persistent kernel holds piece-major
+// (repack_down.h): bytes [j·H·P·2, (j+1)·H·P·2) of the down view, and of a GDN task's state
+// rows (its tiles, dk f32 each).
 Granules rows_of(const Graph& g, const cuda::Stage& st) {
   Granules out;
   for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
     const SpTask& t = g.tasks[i];
+    if (t.op == SP_OP_GDN) {
+      const SpView& S = g.views[t.operand[6]];
+      for (uint64_t r = t.tile_begin; r < t.tile_end; ++r) {
+        const uint64_t first = sp_view_offset(S) + r * S.row_stride * 4u;
+        for (uint64_t b = first / 16; b < (first + S.cols * 4u + 15) / 16; ++b) out.insert({S.arena, b});
+      }
+      continue;
+    }
     const uint32_t matrices = t.op == SP_OP_MLP ? 2u : sp_projection_matrices(t.op);
     for (uint32_t m = 0; m < matrices; ++m) {
       const SpView& W = g.views[t.operand[m]];
@@ -43,13 +54,13 @@ Granules rows_of(const Graph& g, const cuda::Stage& st) {
 }
 
 // The granules the stage's tasks prefetch; every granule once, every range aligned and inside
-// its weight arena.
+// its weight arena or the recurrent state.
 Granules prefetched_by(const Graph& g, const cuda::Stage& st, const std::vector<cuda::L2Prefetch>& plan) {
   Granules out;
   for (uint32_t i = st.first_task; i < st.first_task + st.tasks; ++i) {
     const cuda::L2Prefetch& p = plan[i];
     if (!p.bytes) continue;
-    CHECK(p.arena >= SP_ARENA_WEIGHTS0);
+    CHECK((p.arena >= SP_ARENA_WEIGHTS0 || p.arena == SP_ARENA_RECURRENT));
     CHECK(p.offset % 16 == 0);
     CHECK(p.bytes % 16 == 0);
     CHECK(p.offset + p.bytes <= g.arenas[p.arena].bytes);
@@ -60,8 +71,16 @@ Granules prefetched_by(const Graph& g, const cuda::Stage& st, const std::vector<
 
 }  // namespace
 
-TEST_CASE("each stage prefetches exactly the weights of the stage `distance` later, around the step, MLP gangs too") {
-  for (const TinyModel* m : {&tiny_model(), &tiny_fused_mlp_model()}) {
+TEST_CASE("each stage prefetches exactly the weights of the stage `distance` later, around the step, MLP gangs and GDN state too") {
+  static const TinyModel hybrid = [] {
+    TinyModel t{load_model("synthetic:tiny-qwen3.5"), {}};
+    BuildOptions o;
+    o.gdn_gang = 2;  // a value head's rows over a gang's two records
+    t.graph = build_decode_graph(t.weights, o);
+    return t;
+  }();
+  REQUIRE(std::any_of(hybrid.graph.tasks.begin(), hybrid.graph.tasks.end(), [](const SpTask& t) { return t.op == SP_OP_GDN; }));
+  for (const TinyModel* m : {&tiny_model(), &tiny_fused_mlp_model(), &hybrid}) {
     const Graph& g = m->graph;
     const std::vector<cuda::Stage> stages = cuda::graph_stages(g);
     for (const SpView& v : g.views) REQUIRE(v.row_stride == v.cols);  // rows without gaps: spans are rows
@@ -69,14 +88,16 @@ TEST_CASE("each stage prefetches exactly the weights of the stage `distance` lat
       CAPTURE(distance);
       const std::vector<cuda::L2Prefetch> plan = cuda::plan_l2_prefetch(g, stages, distance, uint64_t(1) << 30);
       REQUIRE(plan.size() == g.tasks.size());
-      size_t with_weights = 0;
+      size_t with_weights = 0, state_granules = 0;
       for (size_t s = 0; s < stages.size(); ++s) {
         CAPTURE(s);
         const Granules want = rows_of(g, stages[(s + distance) % stages.size()]);
         with_weights += !want.empty();
+        state_granules += std::count_if(want.begin(), want.end(), [](const auto& x) { return x.first == SP_ARENA_RECURRENT; });
         CHECK(prefetched_by(g, stages[s], plan) == want);
       }
       CHECK(with_weights > stages.size() / 2);  // the check above saw real ranges
+      CHECK((state_granules > 0) == (m == &hybrid));
     }
   }
 }

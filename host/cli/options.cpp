@@ -107,6 +107,11 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                  "not change); must divide num_attention_heads / num_key_value_heads; 0 = when attention is one "
                  "chunk a kv head, the most that keep it within 128 tasks, else 1")
       ->capture_default_str();
+  cmd.add_option("--gdn-gang", build.gdn_gang,
+                 "members of each GDN value head's gang, which share its state rows and which the CUDA persistent "
+                 "kernel runs at once (a schedule: the bits do not change); must divide the value head size; 1 = a "
+                 "task holds whole heads; 0 = the most that leave 16 rows a member within 128 GDN tasks")
+      ->capture_default_str();
   const std::string split_help =
       "'s row dots as the sums of PIECES dots over equal column ranges, GROUP pieces at a time (all when "
       "omitted), as a layer split over blocks sums them (docs/two-hop-layer.md); part of the numerics, so it "

@@ -16,6 +16,10 @@ GdnBlock::GdnBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), v_(v) {
   Ck_ = narrow(uint64_t(Hk_) * dk_, "linear_num_key_heads × linear_key_head_dim");
   Cv_ = narrow(uint64_t(Hv_) * dv_, "linear_num_value_heads × linear_value_head_dim");
   C_ = narrow(2 * uint64_t(Ck_) + Cv_, "the conv's channels, 2 × key heads × key dim + value heads × value dim");
+  gang_ = e.options().gdn_gang ? e.options().gdn_gang : gdn_gang_for(Hv_, dv_);
+  if (gang_ > 255 || dv_ % gang_)
+    throw Error("GDN gangs of " + std::to_string(gang_) + " (--gdn-gang): not a divisor of the value head size " +
+                std::to_string(dv_) + " of at most 255 members");
   proj_ = e.alloc("gdn_proj", SP_ARENA_WORK, SP_BF16, 1, uint64_t(C_) + Cv_ + 2 * uint64_t(Hv_));
   out_ = e.alloc("gdn_out", SP_ARENA_WORK, SP_BF16, 1, Cv_);
 }
@@ -92,11 +96,21 @@ Stage GdnBlock::emit(uint32_t l, const Stage& prev) {
   }
 
   Stage s_gdn = e_.begin_stage(tag + "gdn");
-  const uint32_t heads_per_task = uint32_t(ceil_div(Hv_, std::max(1u, e_.options().stage_tasks)));
-  e_.split(s_gdn, 0, Hv_, heads_per_task, [&](uint32_t h0, uint32_t h1) {
-    e_.add_task(s_gdn, s_in, SP_WAIT_SAME_STEP, SP_OP_GDN, l, h0, h1,
+  auto add = [&](uint32_t row0, uint32_t row1) {
+    e_.add_task(s_gdn, s_in, SP_WAIT_SAME_STEP, SP_OP_GDN, l, row0, row1,
                 {proj_, conv_w, A_log, dt_bias, norm, conv_state, state, out_});
-  });
+  };
+  if (gang_ > 1) {
+    const uint32_t share = dv_ / gang_;
+    for (uint32_t r0 = 0; r0 < Cv_; r0 += share) {
+      add(r0, r0 + share);
+      e_.graph().tasks.back().gang_width = uint8_t(gang_);
+      e_.graph().tasks.back().gang_rank = uint8_t(r0 % dv_ / share);
+    }
+  } else {
+    const uint32_t heads_per_task = uint32_t(ceil_div(Hv_, std::max(1u, e_.options().stage_tasks)));
+    e_.split(s_gdn, 0, Hv_, heads_per_task, [&](uint32_t h0, uint32_t h1) { add(h0 * dv_, h1 * dv_); });
+  }
 
   Stage s_out = e_.begin_stage(tag + "out_proj");
   e_.gemv(s_out, s_gdn, l, w_out, 0, H, e_.rows_per_task(H), out_, SP_NO_VIEW, h, h);

@@ -1,7 +1,8 @@
 // The Gated DeltaNet (linear attention) block of the hybrid families (spec §4): the normed
-// hidden state's input projections (q, k and v channels, z, b, a), one GDN task a value head
-// (conv, gates, L2 norms, the delta rule on its recurrent state, the gated RMSNorm), and
-// out_proj added into the residual. Three stages a layer.
+// hidden state's input projections (q, k and v channels, z, b, a), the GDN tasks (conv, gates,
+// L2 norms, the delta rule on the recurrent state, the gated RMSNorm: a task a value head, or a
+// gang a head, BuildOptions::gdn_gang), and out_proj added into the residual. Three stages a
+// layer.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,6 +31,7 @@ class GdnBlock {
   GraphEmitter& e_;
   DecoderViews v_;
   uint32_t Hk_, Hv_, dk_, dv_, Kc_, Ck_, Cv_, C_;
+  uint32_t gang_;  // members of a value head's GDN gang, 1 for none
   uint32_t proj_, out_;
 };
 
