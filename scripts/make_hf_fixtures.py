@@ -29,6 +29,10 @@ Usage:
 The checked-in fixtures were made with --device cpu --threads 1 (the defaults); another device
 or thread count may round differently. --search writes nothing and lists candidate seeds.
 
+The tokenizer's fixture (tests/fixtures/qwen2-bpe-tokenizer: a byte-level BPE trained with
+Qwen2's pre-tokenizer, a corpus and the `tokenizers` library's ids for it) is made by
+scripts/make_tokenizer_fixture.py, which needs only `tokenizers`, not torch or transformers.
+
 Adding a family (qwen3_next, qwen3_5, qwen3_5_moe; qwen3 and qwen3_moe are done) = one entry
 in FAMILIES plus one or more entries in FIXTURES. For an MoE family the seed must also give,
 in every MoE layer, more than top-k distinct experts over the teacher-forced ids and a router
