@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kLanes = 32;              // invocations of a logical warp (shaders/workgroup.glsl)
 constexpr uint32_t kHeadDimMax = 8 * kLanes;  // a lane keeps 8 dims of an attention head
+constexpr uint32_t kGdnKeyMax = 8 * kLanes;   // a lane keeps 8 elements of a GDN state row
 constexpr uint32_t kDotBlock = 8 * kLanes;    // elements of a row a warp reads at once (DOT_BLOCK, dot.glsl)
 // Lavapipe ends an invocation's loops after 65,535 back-edges in all. The shader counts what
 // lavapipe was measured to count; the limit was first passed at 110,000-150,000 of these
@@ -71,14 +72,17 @@ void check_supported(const Graph& g) {
       if (const char* problem = mlp_problem(t, g.views.data())) unsupported(i, t, problem);
     if (t.op == SP_OP_GEMV_PIECE)
       if (const char* problem = gemv_piece_problem(t, g.views.data())) unsupported(i, t, problem);
+    if (t.op == SP_OP_GDN && g.views[t.operand[6]].cols > kGdnKeyMax)
+      unsupported(i, t, "key heads of " + std::to_string(g.views[t.operand[6]].cols) +
+                            " elements; the shader takes at most " + std::to_string(kGdnKeyMax));
   }
 }
 
 // Shared 16-byte vectors the graph's tiles need: the bf16 each op stages, 8 a vector (its
 // declaration's staged_input: a projection's or a GEMV piece's input, an MLP member's normed
-// hidden state and activations, the MoE tiles' inputs and routing words), or an attention
-// warp's normed head and the tile's k̂ after them (one element a word). The opcodes are checked
-// first (check_supported).
+// hidden state and activations, the MoE tiles' inputs and routing words, a GDN head's q, k, v
+// and output words), or an attention warp's normed head and the tile's k̂ after them (one
+// element a word). The opcodes are checked first (check_supported).
 uint32_t shared_vecs(const Graph& g, uint32_t warps) {
   uint32_t vecs = ((warps + 1) * g.params.head_dim + 3) / 4;
   // Staged inputs are rows of at most kMaxRowLength (+ a piece), or an MoE tile's at most 4096

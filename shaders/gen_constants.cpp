@@ -8,6 +8,7 @@
 
 #include "host/vulkan_records.h"
 #include "tasks/graph_params.h"
+#include "tasks/op_decls.h"
 #include "tasks/op_params.h"
 #include "tasks/opcodes.h"
 #include "tasks/step_state.h"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   define("SP_BF16", SP_BF16);
   define("SP_F32", SP_F32);
   define("SP_U32", SP_U32);
+  define("SP_NORM_STANDARD", SP_NORM_STANDARD);
   define("SP_NORM_ZERO_CENTRED", SP_NORM_ZERO_CENTRED);
   define("SP_STATE_FORCED_OFFSET", SP_STATE_FORCED_OFFSET);
 
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   WORD("SP_MOE_", SpMoeParams, expert_rows);
   WORD("SP_MOE_", SpMoeParams, flags);
   define("SP_MOE_NORMALISE", SP_MOE_NORMALISE);
+  define("SP_MAX_CONV_KERNEL", spindle::kMaxConvKernel);
 
   WORD("SP_STATE_", SpStepState, token);
   WORD("SP_STATE_", SpStepState, position);
@@ -171,5 +174,15 @@ int main(int argc, char** argv) {
   define_float("SP_EXP_C5", 1.0f / 120.0f);
   define_float("SP_EXP_C4", 1.0f / 24.0f);
   define_float("SP_EXP_C3", 1.0f / 6.0f);
+  // pm_log's (its ln2 is pm_exp's two parts).
+  define_float("SP_LOG_SQRT2", 1.41421356f);
+  define_float("SP_LOG_C13", 1.0f / 13.0f);
+  define_float("SP_LOG_C11", 1.0f / 11.0f);
+  define_float("SP_LOG_C9", 1.0f / 9.0f);
+  define_float("SP_LOG_C7", 1.0f / 7.0f);
+  define_float("SP_LOG_C5", 1.0f / 5.0f);
+  define_float("SP_LOG_C3", 1.0f / 3.0f);
+  // The L2 norm's eps (ops/gdn.h l2_inverse).
+  define_float("SP_GDN_L2_EPS", 1e-6f);
   return std::fclose(out) == 0 ? 0 : 1;
 }

@@ -1,6 +1,6 @@
 // docs/numerics.md in GLSL: bf16 rounding, exact division and square root, and the portable
-// exp/silu/rsqrt of ops/pmath.h. Every float local and float function is `precise`, so no
-// product is fused into an add (tests/vulkan_numerics.cpp checks the SPIR-V for it).
+// exp/log/silu/sigmoid/rsqrt of ops/pmath.h. Every float local and float function is `precise`,
+// so no product is fused into an add (tests/vulkan_numerics.cpp checks the SPIR-V for it).
 //
 // Vulkan guarantees correct rounding only for +, -, * and conversions; OpFDiv and sqrt may be
 // off by ulps (NVIDIA's are). So division and square root are done on the bits with integer
@@ -159,6 +159,47 @@ precise float pm_silu(float x) {
 precise float pm_sigmoid(float x) {
   precise float denominator = 1.0 + pm_exp(-x);
   return exact_div(1.0, denominator);
+}
+
+// log(x) within 3 ulp, the same bits as pm_log(float) (ops/pmath.h): x = m·2^e with m in
+// [sqrt(1/2), sqrt(2)), log m = 2·atanh(s), s = (m − 1)/(m + 1), by its odd series, plus e·ln2
+// in two parts. The special cases, m and e are read from the bits (unpack_finite normalises a
+// subnormal exactly, as the host's scaling by 2^23 does), since a driver may flush subnormal
+// operands.
+precise float pm_log(float x) {
+  const uint u = floatBitsToUint(x);
+  if ((u & 0x7fffffffu) > F32_INF || u > 0x80000000u) return uintBitsToFloat(0x7fc00000u);  // NaN, x < 0
+  if ((u & 0x7fffffffu) == 0u) return uintBitsToFloat(0xff800000u);
+  if (u == F32_INF) return x;
+  uint bits;
+  int e;
+  unpack_finite(u, bits, e);  // x = bits · 2^e, bits in [2^23, 2^24)
+  e += 23;
+  precise float m = uintBitsToFloat((bits & 0x7fffffu) | 0x3f800000u);
+  if (m > SP_LOG_SQRT2) {
+    m = m * 0.5;
+    e += 1;
+  }
+  precise float s = exact_div(m - 1.0, m + 1.0);
+  precise float s2 = s * s;
+  precise float p = SP_LOG_C13;
+  p = p * s2 + SP_LOG_C11;
+  p = p * s2 + SP_LOG_C9;
+  p = p * s2 + SP_LOG_C7;
+  p = p * s2 + SP_LOG_C5;
+  p = p * s2 + SP_LOG_C3;
+  p = p * s2 + 1.0;
+  precise float n = float(e);
+  return (n * SP_EXP_LN2_LO + 2.0 * s * p) + n * SP_EXP_LN2_HI;
+}
+
+// log(1 + y) for y >= 0 (ops/pmath.h pm_log1p): log(u) · y / (u − 1), u = 1 + y rounded; y
+// itself where 1 + y rounds to 1.
+precise float pm_log1p(float y) {
+  precise float u = 1.0 + y;
+  if (u == 1.0) return y;
+  precise float ratio = exact_div(y, u - 1.0);
+  return pm_log(u) * ratio;
 }
 
 // Argmax partials (ops/argmax.h): among numbers the larger value wins and ties keep the

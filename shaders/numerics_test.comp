@@ -28,6 +28,8 @@ void main() {
     case 3u: r = pm_silu(a); break;
     case 4u: r = pm_rsqrt(a); break;
     case 5u: r = uintBitsToFloat(f32_to_bf16(a)); break;
+    case 6u: r = pm_log(a); break;
+    case 7u: r = pm_log1p(a); break;
   }
   pc.result.w[i] = floatBitsToUint(r);
 }

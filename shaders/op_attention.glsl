@@ -55,7 +55,10 @@ void norm_rope_to_slot(uint64_t x_addr, uint64_t w_addr, ConstHalves rope, uint 
   ConstHalves w = ConstHalves(w_addr);
   for (uint j = 0u; j < trips(D, LANES); ++j) {
     const uint d = j * LANES + lane();
-    if (d < D) set_shared_word(slot + d, rms_norm_element(bf16_to_f32(uint(x.h[d])), inv, bf16_to_f32(uint(w.h[d]))));
+    if (d < D) {
+      const uint y = rms_norm_element(bf16_to_f32(uint(x.h[d])), inv, bf16_to_f32(uint(w.h[d])), param(SP_PARAMS_norm_kind));
+      set_shared_word(slot + d, y);
+    }
   }
   sync_shared();
   for (uint j = 0u; j < trips(half_, LANES); ++j) {

@@ -2,8 +2,9 @@
 // router's rows are a GEMV's into f32 logits, and the task whose rows bring the arrivals word to
 // E routes the token; the routed experts' gate-and-up and down rows are the projections' warp
 // dots (op_projection.glsl) over the rows of the experts the routing names, found as the tile
-// runs. The tiles keep 32-bit words in g_vecs after what they stage (the host sizes it for them:
-// tasks/op_decls.cpp).
+// runs, and EXPERT_DOWN_SHARED's shared expert adds its gated row's dot to the routed sum (the
+// EXPERT_DOWN tile with a flag, as CUDA's kShared). The tiles keep 32-bit words in g_vecs after
+// what they stage (the host sizes it for them: tasks/op_decls.cpp).
 #ifndef SP_OP_MOE_GLSL
 #define SP_OP_MOE_GLSL
 
@@ -159,28 +160,57 @@ uint cost_expert_gate_up(Task t) { return cost_gate_up(t) + cost_stage_routing(m
 // Elements of g_vecs a slot's activation row takes (whole octets).
 uint slot_row_elements(uint Im) { return DOT_VEC * trips(Im, DOT_VEC); }
 
-// The k slots' activation rows of act [k, Im], slot s's from element s · slot_row_elements on
-// (zero past Im). Call in uniform control flow.
-void stage_slot_rows(View act, uint Im, uint k) {
+// The k slots' activation rows of act [k, Im] into g_vecs from octet `at` on, slot s's at
+// octet at + s · trips(Im, DOT_VEC) (zero past Im). Call in uniform control flow.
+void stage_slot_rows(View act, uint Im, uint k, uint at) {
   const uint octets = trips(Im, DOT_VEC), n = k * octets;
   const bool vec = vec_readable(act.addr, act.stride, Im);
   for (uint j = 0u; j < trips(n, gl_WorkGroupSize.x); ++j) {
     const uint i = j * gl_WorkGroupSize.x + invocation();
-    if (i < n) g_vecs[i] = data8(row_address(act, i / octets, 2u), DOT_VEC * (i % octets), Im, vec);
+    if (i < n) g_vecs[at + i] = data8(row_address(act, i / octets, 2u), DOT_VEC * (i % octets), Im, vec);
   }
   sync_shared();
 }
 
-// Operands: 0 W (expert e's down rows e·H ..), 1 act, 2 routing, 3 hidden (in place), 4 params.
-// A warp's rows as warp_rows gives them (run_gemv's); for each, the slots' dots in slot order,
-// m = Σ r(w_s · r(y_s)) from 0, and hidden = r(hidden + r(m)). The slots follow the rows.
-void run_expert_down(Task t) {
+// r(sigmoid(logit)) of the shared expert's gate logit (EXPERT_DOWN_SHARED's operand 7).
+precise float shared_expert_gate(Task t) {
+  return rounded(pm_sigmoid(bf16_to_f32(uint(Halves(load_view(t.operand[7]).addr).h[0]))));
+}
+
+// The shared expert's term added to the routed sums f of the warp's row group g
+// (EXPERT_DOWN_SHARED's operand 5, its down rows, each the row of hidden it adds to; its
+// activations staged from element `base`): f = r(f + r(gate · r(Ŵs_r · act))) (ops/moe.h
+// add_shared_expert). Call in uniform control flow.
+void add_shared_expert(Task t, uint g, uint base, float gate, inout float f[DOT_ROWS]) {
+  const View Ws = load_view(t.operand[5]);
+  uint r[DOT_ROWS];
+  uint64_t rows[DOT_ROWS];
+  warp_rows(Ws, t, g, r, rows);
+  float acc[DOT_ROWS];
+  lane_dot_rows(rows, base, Ws.cols, vec_readable(Ws.addr, Ws.stride, Ws.cols), acc);
+  [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+    precise float term = gate * rounded(warp_sum(acc[i]));
+    precise float sum = f[i] + rounded(term);
+    f[i] = rounded(sum);
+  }
+}
+
+// Operands: 0 W (expert e's down rows e·H ..), 1 act, 2 routing, 3 hidden (in place), 4 params;
+// with `with_shared` (EXPERT_DOWN_SHARED) also 5 the shared expert's down rows, 6 its
+// activations, 7 its gate's logit. A warp's rows as warp_rows gives them (run_gemv's); for each,
+// the slots' dots in slot order, m = Σ r(w_s · r(y_s)) from 0, f = r(m) (with the shared
+// expert's term added), and hidden = r(hidden + f). The shared expert's activations follow the
+// slots' rows, the slots them.
+void expert_down_tiles(Task t, bool with_shared) {
   const MoeParams p = moe_params(t, 4u);
   const View W = load_view(t.operand[0]);
-  const uint Im = p.expert_rows, H = W.rows / p.experts, at = p.slots * slot_row_elements(Im) / 2u;
+  const uint Im = p.expert_rows, H = W.rows / p.experts, Is = with_shared ? load_view(t.operand[5]).cols : 0u;
+  const uint shared_at = p.slots * slot_row_elements(Im), at = (shared_at + slot_row_elements(Is)) / 2u;
   const bool vec = vec_readable(W.addr, W.stride, Im);
-  stage_slot_rows(load_view(t.operand[1]), Im, p.slots);
+  stage_slot_rows(load_view(t.operand[1]), Im, p.slots, 0u);
+  if (with_shared) stage_slot_rows(load_view(t.operand[6]), Is, 1u, shared_at / DOT_VEC);
   if (!stage_routing(load_view(t.operand[2]).addr, at, p)) return;
+  const float gate = with_shared ? shared_expert_gate(t) : 0.0;
   Halves hidden = Halves(load_view(t.operand[3]).addr);
   for (uint g = 0u; g < warp_row_groups(t); ++g) {
     uint r[DOT_ROWS];
@@ -200,20 +230,33 @@ void run_expert_down(Task t) {
         m[i] = sum;
       }
     }
+    float f[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) f[i] = rounded(m[i]);
+    if (with_shared) add_shared_expert(t, g, shared_at, gate, f);
     [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
       if (r[i] < t.tile_end && lane() == 0u) {
-        precise float sum = bf16_to_f32(uint(hidden.h[r[i]])) + rounded(m[i]);
+        precise float sum = bf16_to_f32(uint(hidden.h[r[i]])) + f[i];
         hidden.h[r[i]] = uint16_t(f32_to_bf16(sum));
       }
     }
   }
 }
 
+void run_expert_down(Task t) { expert_down_tiles(t, false); }
+void run_expert_down_shared(Task t) { expert_down_tiles(t, true); }
+
 uint cost_expert_down(Task t) {
   const MoeParams p = moe_params(t, 4u);
   const uint rows = trips(p.slots * trips(p.expert_rows, DOT_VEC), gl_WorkGroupSize.x);
   return rows + cost_stage_routing(p) +
          warp_row_groups(t) * p.slots * (trips(p.expert_rows, DOT_BLOCK * DOT_UNROLL) + 1u);
+}
+
+// EXPERT_DOWN's, the shared expert's activations staged and its dot a row.
+uint cost_expert_down_shared(Task t) {
+  const uint Is = load_view(t.operand[5]).cols;
+  return cost_expert_down(t) + trips(trips(Is, DOT_VEC), gl_WorkGroupSize.x) +
+         warp_row_groups(t) * (trips(Is, DOT_BLOCK * DOT_UNROLL) + 1u);
 }
 
 #endif

@@ -11,10 +11,11 @@ precise float rms_inverse(float ss, uint K) {
   return pm_rsqrt(shifted);
 }
 
-// One normalised element, as bf16 bits (ops/norm.h rms_norm_element).
-uint rms_norm_element(float x, float inv, float w) {
+// One normalised element, as bf16 bits (ops/norm.h rms_norm_element), of the norm `kind`
+// (SP_NORM_*): the graph's norm_kind, or the GDN's gated norm's own.
+uint rms_norm_element(float x, float inv, float w, uint kind) {
   precise float scaled = x * inv;
-  if (param(SP_PARAMS_norm_kind) == SP_NORM_ZERO_CENTRED) {
+  if (kind == SP_NORM_ZERO_CENTRED) {
     precise float y = scaled * (1.0 + w);
     return f32_to_bf16(y);
   }
@@ -35,10 +36,11 @@ uint staged_octet(uint j, uint u, uint octets) { return min(stage_octet(j, u), o
 
 // The first `count` elements of an octet of x normalised with the octet of norm weights w.
 uvec4 rms_norm_octet(uvec4 x, uvec4 w, float inv, uint count) {
+  const uint kind = param(SP_PARAMS_norm_kind);
   uvec4 o = uvec4(0u);
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    if (2u * i < count) o[i] = rms_norm_element(bf16_lo(x[i]), inv, bf16_lo(w[i]));
-    if (2u * i + 1u < count) o[i] |= rms_norm_element(bf16_hi(x[i]), inv, bf16_hi(w[i])) << 16;
+    if (2u * i < count) o[i] = rms_norm_element(bf16_lo(x[i]), inv, bf16_lo(w[i]), kind);
+    if (2u * i + 1u < count) o[i] |= rms_norm_element(bf16_hi(x[i]), inv, bf16_hi(w[i]), kind) << 16;
   }
   return o;
 }

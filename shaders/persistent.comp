@@ -36,6 +36,7 @@
 #include "op_embed_sample.glsl"
 #include "op_mlp.glsl"
 #include "op_moe.glsl"
+#include "op_gdn.glsl"
 
 // The opcodes of the graph's tasks, a bit each, set by the host: the dispatch below compiles
 // only their tiles. Lavapipe runs the code of every op a task does not take too, its

@@ -20,20 +20,20 @@
 
 // X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
 // errors, and the suffix of its tile functions (run_<name>, and cost_<name> in GLSL).
-#define SP_OPS(X)                                           \
-  X(EMBED, embed, 1, SP_ON_ALL)                             \
-  X(GEMV, gemv, 2, SP_ON_ALL)                               \
-  X(GATE_UP, gate_up, 3, SP_ON_ALL)                         \
-  X(ATTENTION, attention, 4, SP_ON_ALL)                     \
-  X(SAMPLE, sample, 5, SP_ON_ALL)                           \
-  X(MLP, mlp, 6, SP_ON_ALL_BUT_PLAIN)                       \
-  X(GEMV_PIECE, gemv_piece, 7, SP_ON_ALL_BUT_PLAIN)         \
-  X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN)                 \
-  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN) \
-  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)     \
-  X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)                                \
-  X(GDN, gdn, 12, SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)                         \
-  X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)
+#define SP_OPS(X)                                                     \
+  X(EMBED, embed, 1, SP_ON_ALL)                                       \
+  X(GEMV, gemv, 2, SP_ON_ALL)                                         \
+  X(GATE_UP, gate_up, 3, SP_ON_ALL)                                   \
+  X(ATTENTION, attention, 4, SP_ON_ALL)                               \
+  X(SAMPLE, sample, 5, SP_ON_ALL)                                     \
+  X(MLP, mlp, 6, SP_ON_ALL_BUT_PLAIN)                                 \
+  X(GEMV_PIECE, gemv_piece, 7, SP_ON_ALL_BUT_PLAIN)                   \
+  X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN)                           \
+  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN)           \
+  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN)                \
+  X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
+  X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
+  X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.

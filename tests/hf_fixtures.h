@@ -17,8 +17,7 @@
 
 inline const std::vector<std::string> kHfFixtures = {"qwen3-tiny", "qwen3-tiny-tied", "qwen3-moe-tiny",
                                                      "qwen3-moe-tiny-fused"};
-// The hybrid families' fixtures (Gated DeltaNet, gated attention, the shared expert): the CPU
-// and CUDA executors have their tiles; the Vulkan executor refuses their graphs until its land.
+// The hybrid families' fixtures (Gated DeltaNet, gated attention, the shared expert).
 inline const std::vector<std::string> kHfHybridFixtures = {"qwen3.5-tiny", "qwen3.5-tiny-vl", "qwen3.5-moe-tiny", "qwen3-next-tiny"};
 
 inline nlohmann::json read_fixture_json(const std::string& path) {

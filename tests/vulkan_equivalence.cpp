@@ -253,6 +253,60 @@ TEST_CASE("vulkan: gated attention (qwen3_5's, every layer full attention) equal
   }
 }
 
+// The hybrid families' ops together: GDN, gated attention and, in the MoE hybrids, the shared
+// expert. The recurrent state is cleared for each sequence (Executor::clear_recurrent_state), so
+// a second decode on the same executor repeats the first. One warp: lavapipe compiles the shader
+// anew for each graph's ops and warp count (up to two minutes for the MoE hybrids), and at one
+// warp the MoE presets share a compilation with each other and with the HF hybrid fixtures; the
+// next case runs every op at two.
+TEST_CASE("vulkan: the hybrid families (GDN, gated attention, the shared expert) equal the sequential reference, decode after decode") {
+  constexpr uint32_t kTokens = 6;
+  for (const char* preset : {"synthetic:tiny-qwen3.5", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
+    CAPTURE(preset);
+    const ModelWeights w = load_model(preset);
+    BuildOptions o;
+    o.context = 64;
+    o.attn_chunks = 3;
+    const Graph g = build_decode_graph(w, o);
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kTokens);
+    VulkanExecutor ex(g, w, vulkan_options(3, {1, 0}));
+    for (int run = 0; run < 2; ++run) {
+      CAPTURE(run);
+      check_same(run_decode(ex, g, kPrompt, kTokens), expect);
+    }
+  }
+}
+
+// What the presets leave out, at two warps: key heads of 36 elements (the last lane's run
+// partial), value heads of 21 (a warp past the last row), three value heads to a key head, a
+// shared expert of 44 (a partial octet), every tensor at a 2-byte boundary (the weights' 2-byte
+// loads), one attention chunk a kv head; GDN records of two heads each, or gangs of three
+// sharing a head (run whole: rank 0's record the head).
+TEST_CASE("vulkan: GDN heads and a shared expert of odd sizes, two heads a record or gangs, two warps, equal the sequential reference") {
+  ModelConfig c = synthetic_config("tiny-qwen3.5-moe");
+  c.linear_num_key_heads = 1;
+  c.linear_num_value_heads = 3;
+  c.linear_key_head_dim = 36;
+  c.linear_value_head_dim = 21;
+  c.shared_intermediate = 44;
+  const ModelWeights w = test::weights_for("odd GDN heads", c, sizeof(bf16));
+  BuildOptions o;
+  o.context = 16;
+  o.attn_chunks = 1;
+  o.stage_tasks = 2;
+  for (uint32_t gang : {1u, 3u}) {
+    CAPTURE(gang);
+    o.gdn_gang = gang;
+    const Graph g = build_decode_graph(w, o);
+    REQUIRE(std::any_of(g.tasks.begin(), g.tasks.end(), [&](const SpTask& t) {
+      return t.op == SP_OP_GDN && (gang == 1 ? t.tile_end - t.tile_begin == 2 * 21 : t.gang_width == gang);
+    }));
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, 4);
+    VulkanExecutor ex(g, w, vulkan_options(2, {2, 0}));
+    check_same(run_decode(ex, g, kPrompt, 4), expect);
+  }
+}
+
 TEST_CASE("vulkan: tiny-tied greedy decode equals the sequential reference") {
   const ModelWeights w = load_model("synthetic:tiny-tied");
   BuildOptions b;

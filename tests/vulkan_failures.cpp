@@ -11,6 +11,7 @@
 #include "host/vulkan_executor.h"
 #include "tasks/error.h"
 #include "tests/executors_fixture.h"
+#include "tests/hand_built_models.h"
 #include "tests/vulkan_fixture.h"
 
 using namespace spindle;
@@ -115,13 +116,19 @@ TEST_CASE("vulkan: sampling with a temperature and static schedules are refused,
   CHECK(error_of([&] { make_executor(m.graph, m.weights, o); }).find("by ticket only") != std::string::npos);
 }
 
-TEST_CASE("vulkan: a hybrid model's graph is refused, naming the first op without a shader") {
-  const ModelWeights w = load_model("synthetic:tiny-qwen3.5");
+// A lane holds one run of 8 elements of a GDN state row, so a key head of more than 256 is
+// refused before anything runs, as CUDA's tile refuses it.
+TEST_CASE("vulkan: GDN key heads larger than the shader holds are refused, naming the task and the limit") {
+  ModelConfig c = synthetic_config("tiny-qwen3.5");
+  c.linear_key_head_dim = 512;
+  const ModelWeights w = test::weights_for("wide GDN heads", c, sizeof(bf16));
   BuildOptions o;
   o.context = 16;
   const Graph g = build_decode_graph(w, o);
   const std::string error = error_of([&] { make_executor(g, w, vulkan_options(2)); });
-  CHECK(error.find("(gdn): opcode 12 has no shader") != std::string::npos);
+  CAPTURE(error);
+  CHECK(error.find("vulkan executor: task " + std::to_string(first_task(g, SP_OP_GDN)) +
+                   " (gdn): key heads of 512 elements; the shader takes at most 256") == 0);
 }
 
 TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather than giving wrong tokens") {

@@ -1,6 +1,6 @@
 // The shaders' arithmetic is the host's, bit for bit (docs/numerics.md): division and square
-// root done on the bits, pm_exp, silu, rsqrt and bf16 rounding, on edge cases and random
-// inputs; and no float product in the embedded SPIR-V may be fused into an add.
+// root done on the bits, pm_exp, pm_log, pm_log1p, silu, rsqrt and bf16 rounding, on edge
+// cases and random inputs; and no float product in the embedded SPIR-V may be fused into an add.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,7 +23,7 @@ using namespace spindle;
 
 namespace {
 
-enum Function : uint32_t { kDiv, kSqrt, kExp, kSilu, kRsqrt, kBf16 };
+enum Function : uint32_t { kDiv, kSqrt, kExp, kSilu, kRsqrt, kBf16, kLog, kLog1p };
 
 struct Push {
   uint64_t a, b, result;
@@ -121,6 +121,19 @@ TEST_CASE("vulkan: pm_exp, silu, rsqrt and bf16 rounding give the host's bits") 
   check_against_host(kSilu, a, b, [](float x, float) { return pm_silu(x); });
   check_against_host(kRsqrt, a, b, [](float x, float) { return pm_rsqrt(x); });
   check_against_host(kBf16, inputs(5, 200000), b, [](float x, float) { return f32_from_bits(f32_to_bf16(x)); });
+}
+
+// pm_log on every kind of input (subnormals, which the shader normalises on the bits, among
+// them), and pm_log1p where softplus takes it: exp(x) for x up to 20, near 0 too.
+TEST_CASE("vulkan: pm_log and pm_log1p give the host's bits") {
+  std::vector<uint32_t> a = inputs(6, 200000);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> near_one(0.5f, 2.0f), exponent(-110.0f, 20.0f);
+  for (int i = 0; i < 100000; ++i) a.push_back(bits(near_one(rng)));
+  for (int i = 0; i < 100000; ++i) a.push_back(bits(pm_exp(exponent(rng))));
+  const std::vector<uint32_t> b(a.size(), 0);
+  check_against_host(kLog, a, b, [](float x, float) { return pm_log(x); });
+  check_against_host(kLog1p, a, b, [](float x, float) { return pm_log1p(x); });
 }
 
 TEST_CASE("vulkan: every float add, subtract and multiply in the shaders is marked NoContraction") {
