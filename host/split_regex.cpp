@@ -16,6 +16,51 @@ std::string pcre2_message(int code) {
 
 size_t utf8_char_length(uint8_t lead) { return lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2; }
 
+// Unicode's White_Space, which is what \s means to Oniguruma, the regex engine of the Python
+// library; PCRE2 with UCP also counts U+180E (a space before Unicode 6.3), which would split
+// text differently.
+constexpr const char* kWhiteSpace =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// `pattern` with \s and \S spelled out as kWhiteSpace and its complement.
+std::string spell_out_white_space(const std::string& pattern, const std::string& source) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char escaped = pattern[++i];
+      if (escaped == 's') {
+        out += in_class ? std::string(kWhiteSpace) : std::string("[") + kWhiteSpace + "]";
+      } else if (escaped == 'S') {
+        if (in_class) throw Error(source + ": \\S inside a character class is not supported");
+        out += std::string("[^") + kWhiteSpace + "]";
+      } else {
+        out += c;
+        out += escaped;
+      }
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class, [:alpha:]
+      const size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+      out.append(pattern, i, stop - i);
+      i = stop - 1;
+      continue;
+    }
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      // A ']' first in a class (after any '^') is a literal, not its end.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+    } else if (in_class && c == ']') {
+      in_class = false;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct SplitRegex::Compiled {
@@ -26,13 +71,13 @@ struct SplitRegex::Compiled {
 SplitRegex::SplitRegex(const std::string& pattern, bool literal, const std::string& source)
     : compiled_(std::make_unique<Compiled>()) {
   int error = 0;
-  PCRE2_SIZE offset = 0;
+  PCRE2_SIZE offset = 0;  // of the pattern as spelled out, so not reported
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
+  const std::string compiled = literal ? pattern : spell_out_white_space(pattern, source);
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &error,
                                   &offset, nullptr);
   if (!compiled_->code)
-    throw Error(source + ": the split pattern does not compile (PCRE2, at offset " + std::to_string(offset) +
-                "): " + pcre2_message(error));
+    throw Error(source + ": the split pattern '" + pattern + "' does not compile (PCRE2): " + pcre2_message(error));
   // Without a JIT for this machine (PCRE2_ERROR_JIT_BADOPTION) the interpreter matches the same.
   pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE);
 }

@@ -1,6 +1,7 @@
 // A pre-tokenizer's split pattern, compiled by PCRE2 with UTF and Unicode properties (UCP), so
-// that \p{L}, \s and (?i:…) mean what they mean to the Python `tokenizers` library; JIT-compiled
-// where PCRE2 has a JIT for the machine.
+// that \p{L}, \s and (?i:…) mean what they mean to the Python `tokenizers` library (\s spelled
+// out as Unicode's White_Space, as its engine reads it); JIT-compiled where PCRE2 has a JIT for
+// the machine.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -17,8 +18,8 @@ class SplitRegex {
   };
 
   // `literal`: the pattern is a plain string to find, not a regex. `source` names where the
-  // pattern came from in errors. Throws spindle::Error with PCRE2's message and the offset in
-  // the pattern where compiling failed.
+  // pattern came from in errors. Throws spindle::Error with PCRE2's message when the pattern
+  // does not compile, and for \S inside a character class, which cannot be spelled out.
   SplitRegex(const std::string& pattern, bool literal, const std::string& source);
   ~SplitRegex();
   SplitRegex(SplitRegex&&) noexcept;

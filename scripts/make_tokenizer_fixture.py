@@ -70,7 +70,8 @@ WORDS = ["the", "The", "and", "of", "to", "in", "is", "it", "you", "that", "he",
 
 # The corpus every C++ test encodes and decodes: Chinese, emoji, code, runs of spaces, tabs and
 # newlines, trailing spaces, special and added tokens inside text, numbers, contractions, mixed
-# scripts, text NFC changes, and whitespace Unicode has beyond ASCII.
+# scripts, text NFC changes, and whitespace Unicode has beyond ASCII (and U+180E, which it no
+# longer counts as whitespace).
 CORPUS = [
     "Hello, world!",
     "The quick brown fox jumps over the lazy dog.",
@@ -99,6 +100,7 @@ CORPUS = [
     "cafe\u0301 and e\u0308 and A\u030a: combining marks that NFC composes",
     "\u00a0non-breaking\u00a0spaces\u2003em\u2003space\u3000ideographic",
     "line\u2028separator and next\u0085line",
+    "U+180E\u180e's no space to the library\u180e  but\u200bzero-width\ufeffmarks",
     "snake_case_name = CamelCaseName.method_call(arg_1, **kwargs)",
     "!!!??? ... --- === *** ###",
     "URL: https://example.com/path?query=1&other=two#frag",
