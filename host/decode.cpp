@@ -73,7 +73,7 @@ void require_finite_logits(Executor& ex, uint32_t start_position) {
 }
 
 DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& prompt, uint32_t max_new_tokens,
-                    const SamplingOptions& s, uint32_t start_position) {
+                    const SamplingOptions& s, uint32_t start_position, const TokenStream& stream) {
   check_ids(g, prompt, max_new_tokens, "prompt", start_position);
   if (!(s.temperature >= 0)) throw Error("temperature must be >= 0, not " + shortest(s.temperature));
   if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("top-p must be in (0, 1], not " + shortest(s.top_p));
@@ -85,11 +85,21 @@ DecodeResult decode(Executor& ex, const Graph& g, const std::vector<uint32_t>& p
   if (prefill_steps) run(ex, prefill_steps, start_position);
   r.prefill_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  if (max_new_tokens) run(ex, max_new_tokens, start_position);
+  if (stream.on_token || !stream.stop_ids.empty()) {
+    for (uint32_t i = 0; i < max_new_tokens && !r.stopped; ++i) {
+      run(ex, 1, start_position);
+      const uint32_t token = ex.out_tokens()[prefill_steps + i];
+      r.tokens.push_back(token);
+      if (stream.on_token) stream.on_token(token);
+      r.stopped = std::find(stream.stop_ids.begin(), stream.stop_ids.end(), token) != stream.stop_ids.end();
+    }
+  } else {
+    if (max_new_tokens) run(ex, max_new_tokens, start_position);
+    const auto out = ex.out_tokens();
+    r.tokens.assign(out.begin() + prefill_steps, out.begin() + prefill_steps + max_new_tokens);
+  }
   r.decode_seconds = seconds_since(t0);
-  const auto out = ex.out_tokens();
-  r.tokens.assign(out.begin() + prefill_steps, out.begin() + prefill_steps + max_new_tokens);
-  r.tokens_per_s = r.decode_seconds > 0 ? max_new_tokens / r.decode_seconds : 0;
+  r.tokens_per_s = r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0;
   return r;
 }
 

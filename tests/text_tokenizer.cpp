@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/text_stream.h"
 #include "host/tokenizer.h"
 #include "host/utf8.h"
 #include "tasks/error.h"
@@ -93,6 +94,32 @@ TEST_CASE("decode(encode(x)) == x, but for text NFC changes, which comes back co
   CHECK(changed_by_nfc == 1);  // the corpus's line of combining marks
 }
 
+TEST_CASE("text streamed a token at a time joins into the whole decode") {
+  for (const json& line : corpus()) {
+    TextStream stream(fixture_tokenizer());
+    std::string text;
+    for (uint32_t id : line["ids"].get<std::vector<uint32_t>>()) text += stream.push(id);
+    text += stream.finish();
+    CHECK(text == line["decoded"].get<std::string>());
+  }
+  // A character split over tokens comes whole with its last byte; an unfinished one at the end
+  // is U+FFFD; an id the tokenizer lacks adds nothing.
+  const Tokenizer& t = fixture_tokenizer();
+  const auto id_of_byte = [&](char b) {
+    for (uint32_t id = 0; id < t.id_limit(); ++id)
+      if (t.token_bytes(id) && *t.token_bytes(id) == std::string(1, b)) return id;
+    FAIL("no token for a byte");
+    return 0u;
+  };
+  TextStream stream(t);
+  CHECK(stream.push(id_of_byte('\xE4')).empty());
+  CHECK(stream.push(id_of_byte('\xB8')).empty());
+  CHECK(stream.push(t.id_limit()).empty());
+  CHECK(stream.push(id_of_byte('\xAD')) == "\xE4\xB8\xAD");  // 中
+  CHECK(stream.push(id_of_byte('\xE4')).empty());
+  CHECK(stream.finish() == "\xEF\xBF\xBD");
+}
+
 TEST_CASE("special and added tokens are found inside text, the longest first") {
   const Tokenizer& t = fixture_tokenizer();
   const json meta = read_json(kFixture / "meta.json");
@@ -156,7 +183,7 @@ TEST_CASE("parts of tokenizer.json the tokenizer does not support are refused by
           [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }, "behavior is 'Removed'");
   refused("a pattern PCRE2 cannot compile",
           [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"; },
-          "the split pattern does not compile");
+          "the split pattern '(unclosed' does not compile (PCRE2): missing closing parenthesis");
   refused("no ByteLevel step", [](json& j) { j["pre_tokenizer"]["pretokenizers"].erase(1); }, "does not end in ByteLevel");
   refused("a decoder other than ByteLevel", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; },
           "decoder is 'WordPiece'");

@@ -12,5 +12,6 @@ void add_synth_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
+void add_text_commands(CLI::App& app);  // tokenize, detokenize
 
 }  // namespace spindle::cli

@@ -15,9 +15,10 @@ void add_generate_options(CLI::App& cmd, GenerateFlags& flags) {
   add_executor_options(cmd, flags.executor);
 }
 
-Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling) {
+Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
+                    const std::optional<std::vector<uint32_t>>& prompt, const TokenStream& stream) {
   Generation g;
-  g.prompt = parse_uint32_list(flags.prompt_ids, "--prompt-ids", "token id");
+  g.prompt = prompt ? *prompt : parse_uint32_list(flags.prompt_ids, "--prompt-ids", "token id");
   const ExecutorOptions exec = executor_options(flags.executor);
   BuildOptions build = flags.build;
   build.context = flags.context ? flags.context
@@ -28,7 +29,7 @@ Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling)
   const auto session = open_session(flags.model, build);
   const auto ex = open_executor(*session, exec);
   g.executor = ex->describe();
-  g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling);
+  g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling, 0, stream);
   return g;
 }
 

@@ -1,5 +1,6 @@
 // Decoding from the command line: the options `run` and `gate md5` share, and the run itself.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@ struct Generation {
 };
 
 // Checks the flags, loads the model, builds the graph (context: the flag, else just enough
-// for the prompt and the new tokens) and decodes.
-Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling);
+// for the prompt and the new tokens) and decodes from `prompt` (when the command has the ids
+// from elsewhere, e.g. from text), else from --prompt-ids, each new token going to `stream`.
+Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
+                    const std::optional<std::vector<uint32_t>>& prompt = std::nullopt, const TokenStream& stream = {});
 
 }  // namespace spindle::cli

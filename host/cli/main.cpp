@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   spindle::cli::add_info_command(app);
   spindle::cli::add_bench_command(app);
   spindle::cli::add_trace_command(app);
+  spindle::cli::add_text_commands(app);
   spindle::cli::check_number_spellings(app);
   try {
     app.parse(argc, argv);  // runs the chosen command's callback
