@@ -13,7 +13,7 @@ TSAN_OPTIONS="halt_on_error=1" ./build-tsan/tests/spindle_executors_tests
 
 bash scripts/fuzz.sh --build-only
 export UBSAN_OPTIONS="print_stacktrace=1"
-for area in loader tasks ops gates; do
+for area in loader tasks ops gates text; do
   "./build-asan/tests/spindle_${area}_tests"
 done
 # The qwen3-0.6b case takes 5 minutes under ASan; the tiny cases run the same ops, gangs and

@@ -73,7 +73,7 @@ void add_model_option(CLI::App& cmd, std::string& model) {
   model = kDefaultModel;
   cmd.add_option("--model,-m", model,
                  "synthetic:PRESET[@SEED] (weights generated from a seed) or a Hugging Face "
-                 "checkpoint directory (config.json + safetensors)")
+                 "checkpoint directory (config.json + safetensors; its tokenizer.json for text)")
       ->capture_default_str();
 }
 
