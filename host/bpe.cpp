@@ -57,7 +57,10 @@ BpeModel::BpeModel(const json& model, const std::string& source) {
     throw Error(where + ": a continuing_subword_prefix or end_of_word_suffix is not supported (byte-level BPE has neither)");
   if (!is_null_or(model, "byte_fallback", false))
     throw Error(where + ".byte_fallback is true: byte fallback (SentencePiece-style <0xNN> tokens) is not supported");
-  ignore_merges_ = model.value("ignore_merges", false);
+  if (const auto it = model.find("ignore_merges"); it != model.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw Error(where + ".ignore_merges is not true or false");
+    ignore_merges_ = it->get<bool>();
+  }
 
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) throw Error(where + ".vocab is missing or not an object");

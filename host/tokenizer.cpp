@@ -61,7 +61,9 @@ std::vector<SplitRegex> read_pre_tokenizer(const json& j, const std::string& sou
     const auto& [step, at] = steps[i];
     const std::string type = type_of(step, at);
     if (type == "Split") {
-      const std::string behavior = step.value("behavior", std::string());
+      const auto behavior_field = step.find("behavior");
+      const std::string behavior =
+          behavior_field != step.end() && behavior_field->is_string() ? behavior_field->get<std::string>() : "(none)";
       if (behavior != "Isolated")
         throw Error(at + ".behavior is '" + behavior + "': only Isolated (matches and the text between them kept as pieces) is supported");
       if (flag(step, "invert", false)) throw Error(at + ".invert is true: an inverted split is not supported");
@@ -134,12 +136,14 @@ Tokenizer::Tokenizer(const json& j, const std::string& source)
   check_decoder(j.value("decoder", json()), source);
   check_post_processor(j.value("post_processor", json()), source);
 
+  const auto make_room = [this](uint32_t id) {
+    if (id < bytes_by_id_.size()) return;
+    bytes_by_id_.resize(size_t(id) + 1);
+    known_.resize(size_t(id) + 1);
+    special_.resize(size_t(id) + 1);
+  };
   for (const auto& [id, token] : model_.tokens_by_id()) {
-    if (id >= bytes_by_id_.size()) {
-      bytes_by_id_.resize(size_t(id) + 1);
-      known_.resize(size_t(id) + 1);
-      special_.resize(size_t(id) + 1);
-    }
+    make_room(id);
     bytes_by_id_[id] = vocabulary_token_bytes(token);
     known_[id] = 1;
   }
@@ -160,11 +164,15 @@ Tokenizer::Tokenizer(const json& j, const std::string& source)
         throw Error(at + " ('" + content + "') has " + unsupported + " true, which is not supported");
     if (flag(t, "normalized", !special))
       throw Error(at + " ('" + content + "') is matched after normalization (normalized true), which is not supported");
-    if (id >= bytes_by_id_.size()) {
-      bytes_by_id_.resize(size_t(id) + 1);
-      known_.resize(size_t(id) + 1);
-      special_.resize(size_t(id) + 1);
-    }
+    // An id is one token: the same id for other text would decode to text encode never gave it.
+    if (const auto vocab = model_.tokens_by_id().find(id); vocab != model_.tokens_by_id().end() && vocab->second != content)
+      throw Error(at + " ('" + content + "') has id " + std::to_string(id) + ", which the vocabulary gives to '" +
+                  vocab->second + "'");
+    if (const auto other = std::find_if(added_.begin(), added_.end(), [&](const AddedToken& a) { return a.id == id; });
+        other != added_.end())
+      throw Error(at + " ('" + content + "') has id " + std::to_string(id) + ", which added token '" + other->content +
+                  "' has too");
+    make_room(id);
     // The library's decoder passes an added token's content through as it is.
     bytes_by_id_[id] = content;
     known_[id] = 1;

@@ -15,7 +15,7 @@ if [ "${1:-}" = --build-only ]; then
   exit
 fi
 seconds=${1:-60}
-harnesses=(safetensors config graph)
+harnesses=(safetensors config graph tokenizer)
 cmake --build build-asan -j"$(nproc)" --target spindle "${harnesses[@]/#/spindle_fuzz_}"
 
 # Seeds made fresh each run: small copies of the fixtures' safetensors files (their data cut
@@ -23,13 +23,14 @@ cmake --build build-asan -j"$(nproc)" --target spindle "${harnesses[@]/#/spindle
 # would go stale with each graph format version).
 work=build-asan/fuzz
 rm -rf "$work/seeds"
-mkdir -p "$work/seeds"/{safetensors,config,graph}
+mkdir -p "$work/seeds"/{safetensors,config,graph,tokenizer}
 for f in tests/fixtures/*/*.safetensors; do
   python3 tests/fuzz/small_safetensors.py "$f" "$work/seeds/safetensors/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 for f in tests/fixtures/*/config.json tests/fuzz/seeds/config/*.json; do
   cp "$f" "$work/seeds/config/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
+cp tests/fuzz/seeds/tokenizer/*.json "$work/seeds/tokenizer/"
 variants=("" "--fused-mlp 16/4" "--o-proj-split 2 --down-split 16/4" "--kv-head-waits --o-proj-split 2")
 for i in "${!variants[@]}"; do
   # shellcheck disable=SC2086  # each variant is several words

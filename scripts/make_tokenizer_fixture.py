@@ -19,6 +19,9 @@ Writes OUT/NAME/:
                    encode(text).ids, decoded = decode(ids, skip_special_tokens=False) and
                    decoded_skip_special = decode(ids, skip_special_tokens=True); versions
   meta.json        the settings, the vocabulary size, the versions
+and FUZZ_SEED (tests/fuzz/seeds/tokenizer/qwen2-mini.json): the tokenizer cut to its 256 byte
+symbols, its first FUZZ_SEED_MERGES merges and <|im_end|>, a seed small enough for the fuzz
+harness to mutate quickly (docs/fuzzing.md).
 
 Usage:
   python3 -m venv build-fixtures-venv
@@ -48,6 +51,8 @@ VOCAB_SIZE = 3000             # learned vocabulary: 256 byte symbols and the mer
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Qwen's, appended in this order
 ADDED_TOKENS = ["<think>", "</think>"]                            # added, not special (as Qwen3's)
 TRAIN_SEED = 61
+FUZZ_SEED = "tests/fuzz/seeds/tokenizer/qwen2-mini.json"
+FUZZ_SEED_MERGES = 24
 TRAIN_LINES = 4000
 
 # Pieces the generated training text is made of, so that the merges cover every kind of text the
@@ -155,6 +160,26 @@ def make_tokenizer():
     return tok
 
 
+def write_fuzz_seed(tokenizer_path, out):
+    """The tokenizer at tokenizer_path cut down (FUZZ_SEED), ids renumbered densely."""
+    t = json.load(open(tokenizer_path, encoding="utf-8"))
+    kept = [k for k, v in sorted(t["model"]["vocab"].items(), key=lambda kv: kv[1]) if v < 256]
+    merges = []
+    for left, right in t["model"]["merges"]:
+        if len(merges) == FUZZ_SEED_MERGES:
+            break
+        if left in kept and right in kept:
+            kept.append(left + right)
+            merges.append([left, right])
+    t["model"]["vocab"] = {k: i for i, k in enumerate(kept)}
+    t["model"]["merges"] = merges
+    t["added_tokens"] = [dict(a, id=len(kept)) for a in t["added_tokens"] if a["content"] == "<|im_end|>"]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(json.dumps(t, ensure_ascii=False, indent=1) + "\n")
+    Tokenizer.from_file(out)  # the library reads it
+
+
 def build(out_root):
     d = os.path.join(out_root, NAME)
     os.makedirs(d, exist_ok=True)
@@ -182,6 +207,7 @@ def build(out_root):
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, ensure_ascii=False)
         f.write("\n")
+    write_fuzz_seed(path, FUZZ_SEED)
     roundtrip = sum(line["decoded"] == line["text"] for line in lines)
     print(f"== {NAME} -> {d}: vocabulary {meta['learned_vocab']} + {len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} added, "
           f"{len(lines)} corpus lines, {roundtrip} decode back to their text, tokenizers {tokenizers.__version__}")

@@ -196,6 +196,10 @@ TEST_CASE("parts of tokenizer.json the tokenizer does not support are refused by
           "has no symbol for byte 0");
   refused("an added token that strips", [](json& j) { j["added_tokens"][0]["lstrip"] = true; },
           "added_tokens[0] ('<|endoftext|>') has lstrip true");
+  refused("an added token with a vocabulary token's id", [](json& j) { j["added_tokens"][0]["id"] = 64u; },
+          "added_tokens[0] ('<|endoftext|>') has id 64, which the vocabulary gives to 'a'");
+  refused("two added tokens with one id", [](json& j) { j["added_tokens"][1]["id"] = j["added_tokens"][0]["id"]; },
+          "added_tokens[1] ('<|im_start|>') has id 2685, which added token '<|endoftext|>' has too");
   refused("an added token matched after normalization", [](json& j) { j["added_tokens"][0]["normalized"] = true; },
           "normalized true");
 }
