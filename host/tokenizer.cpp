@@ -136,17 +136,7 @@ Tokenizer::Tokenizer(const json& j, const std::string& source)
   check_decoder(j.value("decoder", json()), source);
   check_post_processor(j.value("post_processor", json()), source);
 
-  const auto make_room = [this](uint32_t id) {
-    if (id < bytes_by_id_.size()) return;
-    bytes_by_id_.resize(size_t(id) + 1);
-    known_.resize(size_t(id) + 1);
-    special_.resize(size_t(id) + 1);
-  };
-  for (const auto& [id, token] : model_.tokens_by_id()) {
-    make_room(id);
-    bytes_by_id_[id] = vocabulary_token_bytes(token);
-    known_[id] = 1;
-  }
+  for (const auto& [id, token] : model_.tokens_by_id()) tokens_[id] = {vocabulary_token_bytes(token), false};
   const json& added = j.value("added_tokens", json::array());
   if (!added.is_array()) throw Error(source + ": added_tokens is not an array");
   for (size_t i = 0; i < added.size(); ++i) {
@@ -172,13 +162,11 @@ Tokenizer::Tokenizer(const json& j, const std::string& source)
         other != added_.end())
       throw Error(at + " ('" + content + "') has id " + std::to_string(id) + ", which added token '" + other->content +
                   "' has too");
-    make_room(id);
     // The library's decoder passes an added token's content through as it is.
-    bytes_by_id_[id] = content;
-    known_[id] = 1;
-    special_[id] = special;
+    tokens_[id] = {content, special};
     added_.push_back({content, id});
   }
+  for (const auto& [id, token] : tokens_) id_limit_ = std::max(id_limit_, uint64_t(id) + 1);
   std::stable_sort(added_.begin(), added_.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
 }
@@ -226,10 +214,14 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 const std::string* Tokenizer::token_bytes(uint32_t id) const {
-  return id < known_.size() && known_[id] ? &bytes_by_id_[id] : nullptr;
+  const auto it = tokens_.find(id);
+  return it == tokens_.end() ? nullptr : &it->second.bytes;
 }
 
-bool Tokenizer::is_special(uint32_t id) const { return id < special_.size() && special_[id]; }
+bool Tokenizer::is_special(uint32_t id) const {
+  const auto it = tokens_.find(id);
+  return it != tokens_.end() && it->second.special;
+}
 
 std::string Tokenizer::decode(std::span<const uint32_t> ids, bool skip_special) const {
   std::string bytes;

@@ -39,7 +39,7 @@ class Tokenizer {
   const std::string* token_bytes(uint32_t id) const;
   bool is_special(uint32_t id) const;
   // One past the largest id (the vocabulary and the added tokens).
-  uint32_t id_limit() const { return uint32_t(bytes_by_id_.size()); }
+  uint64_t id_limit() const { return id_limit_; }
 
  private:
   struct AddedToken {
@@ -50,9 +50,14 @@ class Tokenizer {
   std::vector<SplitRegex> splits_;
   bool nfc_ = false;
   BpeModel model_;
-  std::vector<AddedToken> added_;                     // longest first
-  std::vector<std::string> bytes_by_id_;
-  std::vector<uint8_t> known_, special_;              // by id
+  std::vector<AddedToken> added_;  // longest first
+  struct Token {
+    std::string bytes;
+    bool special = false;
+  };
+  // By id; a map, as ids need not be dense (a file's ids can be any below 2^32).
+  std::unordered_map<uint32_t, Token> tokens_;
+  uint64_t id_limit_ = 0;
 
   void encode_plain(std::string_view text, std::vector<uint32_t>& ids) const;
 };

@@ -106,7 +106,7 @@ TEST_CASE("text streamed a token at a time joins into the whole decode") {
   // is U+FFFD; an id the tokenizer lacks adds nothing.
   const Tokenizer& t = fixture_tokenizer();
   const auto id_of_byte = [&](char b) {
-    for (uint32_t id = 0; id < t.id_limit(); ++id)
+    for (uint32_t id = 0; id < uint32_t(t.id_limit()); ++id)
       if (t.token_bytes(id) && *t.token_bytes(id) == std::string(1, b)) return id;
     FAIL("no token for a byte");
     return 0u;
@@ -114,7 +114,7 @@ TEST_CASE("text streamed a token at a time joins into the whole decode") {
   TextStream stream(t);
   CHECK(stream.push(id_of_byte('\xE4')).empty());
   CHECK(stream.push(id_of_byte('\xB8')).empty());
-  CHECK(stream.push(t.id_limit()).empty());
+  CHECK(stream.push(uint32_t(t.id_limit())).empty());
   CHECK(stream.push(id_of_byte('\xAD')) == "\xE4\xB8\xAD");  // 中
   CHECK(stream.push(id_of_byte('\xE4')).empty());
   CHECK(stream.finish() == "\xEF\xBF\xBD");
@@ -152,9 +152,9 @@ TEST_CASE("text that is not well-formed UTF-8 is refused, naming the byte") {
 
 TEST_CASE("ids outside the vocabulary are refused by decode") {
   const Tokenizer& t = fixture_tokenizer();
-  const std::vector<uint32_t> ids{1, t.id_limit()};
+  const std::vector<uint32_t> ids{1, uint32_t(t.id_limit())};
   CHECK_ERROR(t.decode(ids), "token id " + std::to_string(t.id_limit()) + " at index 1 is not in the tokenizer's vocabulary");
-  CHECK(t.token_bytes(t.id_limit()) == nullptr);
+  CHECK(t.token_bytes(uint32_t(t.id_limit())) == nullptr);
 }
 
 TEST_CASE("a missing or malformed tokenizer.json is refused, naming the file") {
