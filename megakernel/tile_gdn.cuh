@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "megakernel/device_dot.cuh"
+#include "megakernel/device_records.h"
 #include "megakernel/gang_barrier.cuh"
 #include "megakernel/tile_extras.cuh"
 #include "megakernel/tile_layout.h"
@@ -60,17 +61,20 @@ __device__ inline void store_run(float* p, uint32_t n, const float (&x)[kDotVec]
     if (e < n) p[e] = x[e];
 }
 
-// Value head h's state rows j0 .. j0 + n - 1 (all dv of them but in a gang member). With `gang`
-// (a member running at once with its gang, tasks/opcodes.h SP_OP_GDN) the head's other rows are
-// the other members': the outputs go through `out` for the RMS, a gang barrier before it is
-// read and another before the normed rows overwrite it; a barrier not met (the run aborted)
-// ends the tile.
+// Value head h's state rows j0 .. j0 + n - 1 (all dv of them but in a gang member). The loads
+// that wait on nothing the tile computes (the gates' inputs, the first state rows of each lane
+// group, the z and norm weight of each thread's row) are issued first, so that their latency
+// overlaps the conv's. With `gang` (a member running at once with its gang, tasks/opcodes.h
+// SP_OP_GDN) the head's other rows are the other members': the outputs go through proj's
+// exchange, read back whole for the RMS after a gang barrier; a barrier not met (the run
+// aborted) ends the tile.
 __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, const GdnShape& sh, uint32_t h, uint32_t j0,
                                      uint32_t n, uint32_t position, uint8_t* smem, const GangBarrier* gang,
                                      const TaskSite& site) {
+  static_assert(kGdnMaxHeadDim <= kBlockThreads, "a thread a row of the gated norm");
   const uint32_t Hk = sh.Hk, Hv = sh.Hv, dk = sh.dk, dv = sh.dv, Kc = sh.Kc, C = sh.C, g = h / (Hv / Hk);
   const bool writes_qk = h % (Hv / Hk) == 0 && j0 == 0;
-  const bf16* proj = view_data<const bf16>(c, t.operand[0]);
+  bf16* proj = view_data<bf16>(c, t.operand[0]);
   const bf16* conv_w = view_data<const bf16>(c, t.operand[1]);
   const size_t conv_w_stride = c.views[t.operand[1]].row_stride;
   bf16* ring = view_data<bf16>(c, t.operand[5]);
@@ -80,6 +84,38 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
   float* v = reinterpret_cast<float*>(smem + gdn_v_offset());
   bf16* o = reinterpret_cast<bf16*>(smem + gdn_o_offset());
   float* scalars = reinterpret_cast<float*>(smem);  // beta, decay, inv_q, inv_k
+
+  // The delta rule's lane groups: a row's canonical lane l (ops/dot.h) holds its elements
+  // 8l .. 8l + 7, kGdnRowsInFlight rows a group at once (their loads in flight together). With
+  // dk <= 128 only lanes 0..15 hold elements, so the butterfly's first step adds +0 (a lane's
+  // sum, begun at +0, is never -0) and each half-warp takes a row of its own.
+  float* S = view_data<float>(c, t.operand[6]) + size_t(h) * dv * dk;
+  const bool halves = dk <= kDotBlock / 2;
+  const uint32_t lane = halves ? lane_id() % 16 : lane_id(), group = halves ? lane_id() / 16 : 0;
+  const uint32_t groups = halves ? 2 : 1, first_off = halves ? 8 : 16;
+  const uint32_t run = lane * kDotVec < dk ? min(kDotVec, dk - lane * kDotVec) : 0;  // the lane's elements
+  const uint32_t first = j0 + warp_id() * groups * kGdnRowsInFlight;
+  float s[kGdnRowsInFlight][kDotVec];
+  auto load_rows = [&](uint32_t base) {
+#pragma unroll
+    for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
+      const uint32_t j = base + r * groups + group;
+      load_run(S + size_t(j) * dk + lane * kDotVec, j < j0 + n ? run : 0, s[r]);
+    }
+  };
+  if (first < j0 + n) load_rows(first);
+  const bf16* ba = proj + C + size_t(Hv) * dv;
+  bf16 gate_in[4] = {};  // b, a, A_log, dt_bias
+  if (threadIdx.x == 64) {
+    gate_in[0] = load_bf16<Src::Data>(ba + h);
+    gate_in[1] = load_bf16<Src::Data>(ba + Hv + h);
+    gate_in[2] = view_data<const bf16>(c, t.operand[2])[h];
+    gate_in[3] = view_data<const bf16>(c, t.operand[3])[h];
+  }
+  const uint32_t row = j0 + threadIdx.x;  // the thread's row of the gated norm, if below j0 + n
+  const bool has_row = threadIdx.x < n;
+  const float z_row = has_row ? widen<float>(load_bf16<Src::Data>(proj + C + size_t(h) * dv + row)) : 0.0f;
+  const float w_row = has_row ? widen<float>(view_data<const bf16>(c, t.operand[4])[row]) : 0.0f;
 
   // The conv of the head's q and k channels and of its rows' v channels (v[j] for row j).
   for (uint32_t i = threadIdx.x; i < 2 * dk + n; i += blockDim.x) {
@@ -99,10 +135,7 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
     const float inv = pm_rsqrt(warp_dot_runs(x, x, dk) + 1e-6f);
     if (lane_id() == 0) scalars[2 + warp_id()] = inv;
   } else if (threadIdx.x == 64) {
-    const bf16* ba = proj + C + size_t(Hv) * dv;
-    const GdnGates<float> gates =
-        gdn_gates<float>(load_bf16<Src::Data>(ba + h), load_bf16<Src::Data>(ba + Hv + h),
-                         view_data<const bf16>(c, t.operand[2])[h], view_data<const bf16>(c, t.operand[3])[h]);
+    const GdnGates<float> gates = gdn_gates<float>(gate_in[0], gate_in[1], gate_in[2], gate_in[3]);
     scalars[0] = gates.beta;
     scalars[1] = gates.decay;
   }
@@ -113,37 +146,22 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
   }
   __syncthreads();
 
-  // The delta rule on the rows j (value dims) of the head's state, kGdnRowsInFlight rows a lane
-  // group at once (their loads in flight together): a row's canonical lane l (ops/dot.h) holds
-  // its elements 8l .. 8l + 7. With dk <= 128 only lanes 0..15 hold elements, so the
-  // butterfly's first step adds +0 (a lane's sum, begun at +0, is never -0) and each half-warp
-  // takes a row of its own.
   const float beta = scalars[0], decay = scalars[1];
-  float* S = view_data<float>(c, t.operand[6]) + size_t(h) * dv * dk;
-  const bool halves = dk <= kDotBlock / 2;
-  const uint32_t lane = halves ? lane_id() % 16 : lane_id(), group = halves ? lane_id() / 16 : 0;
-  const uint32_t groups = halves ? 2 : 1, first_off = halves ? 8 : 16;
   auto reduce = [first_off](float x) {
     for (uint32_t off = first_off; off > 0; off /= 2) x = x + __shfl_xor_sync(0xffffffffu, x, off);
     return x;
   };
-  for (uint32_t base = j0 + warp_id() * groups * kGdnRowsInFlight; base < j0 + n;
-       base += warps_per_block() * groups * kGdnRowsInFlight) {
-    float s[kGdnRowsInFlight][kDotVec], m[kGdnRowsInFlight];
-    const uint32_t run = lane * kDotVec < dk ? min(kDotVec, dk - lane * kDotVec) : 0;  // the lane's elements
-#pragma unroll
-    for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
-      const uint32_t j = base + r * groups + group;
-      load_run(S + size_t(j) * dk + lane * kDotVec, j < j0 + n ? run : 0, s[r]);
-#pragma unroll
-      for (uint32_t e = 0; e < kDotVec; ++e) s[r][e] = s[r][e] * decay;
-    }
+  for (uint32_t base = first; base < j0 + n; base += warps_per_block() * groups * kGdnRowsInFlight) {
+    if (base != first) load_rows(base);
+    float m[kGdnRowsInFlight];
 #pragma unroll
     for (uint32_t r = 0; r < kGdnRowsInFlight; ++r) {
       m[r] = 0.0f;
 #pragma unroll
-      for (uint32_t e = 0; e < kDotVec; ++e)
+      for (uint32_t e = 0; e < kDotVec; ++e) {
+        s[r][e] = s[r][e] * decay;
         if (lane * kDotVec + e < dk) m[r] = m[r] + s[r][e] * k[lane * kDotVec + e];
+      }
       m[r] = reduce(m[r]);
     }
 #pragma unroll
@@ -164,12 +182,12 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
     }
   }
 
-  bf16* out = view_data<bf16>(c, t.operand[7]) + size_t(h) * dv;
-  if (gang) {  // phase 0's outputs out; phase 1 reads the head's back
+  if (gang) {  // phase 0's outputs to the exchange; phase 1 reads the head's back
+    bf16* exchange = proj + C + size_t(Hv) * dv + 2 * Hv + size_t(h) * dv;
     __syncthreads();
-    for (uint32_t j = j0 + threadIdx.x; j < j0 + n; j += blockDim.x) out[j] = o[j];
+    if (has_row) exchange[row] = o[row];
     if (!gang_barrier(*gang, 0, site)) return;
-    for (uint32_t j = threadIdx.x; j < dv; j += blockDim.x) o[j] = load_bf16<Src::Data>(out + j);
+    for (uint32_t j = threadIdx.x; j < dv; j += blockDim.x) o[j] = load_bf16<Src::Data>(exchange + j);
   }
   __syncthreads();
 
@@ -178,13 +196,10 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
     const float inv = rms_inverse<float>(warp_dot<Src::Shared, Src::Shared, 1>(o, o, dv), dv, c.params->rms_eps);
     if (lane_id() == 0) scalars[2] = inv;
   }
-  if (gang && !gang_barrier(*gang, 1, site)) return;  // every member has read out
   __syncthreads();
-  const bf16* norm_w = view_data<const bf16>(c, t.operand[4]);
-  const bf16* z = proj + C + size_t(h) * dv;
-  for (uint32_t j = j0 + threadIdx.x; j < j0 + n; j += blockDim.x) {
-    const bf16 y = rms_norm_element<float>(widen<float>(o[j]), scalars[2], widen<float>(norm_w[j]), SP_NORM_STANDARD);
-    out[j] = to_bf16(widen<float>(y) * pm_silu(widen<float>(load_bf16<Src::Data>(z + j))));
+  if (has_row) {
+    const bf16 y = rms_norm_element<float>(widen<float>(o[row]), scalars[2], w_row, SP_NORM_STANDARD);
+    view_data<bf16>(c, t.operand[7])[size_t(h) * dv + row] = to_bf16(widen<float>(y) * pm_silu(z_row));
   }
   __syncthreads();  // the next head reuses shared memory
 }

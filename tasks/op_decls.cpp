@@ -97,7 +97,7 @@ void check_gdn(const Graph&, const SpTask& t, const OperandCheck& o) {
   if (w > 1 && (len * w != dv || t.tile_begin < t.gang_rank * len || (t.tile_begin - t.gang_rank * len) % dv))
     refuse("its gang of " + str(w) + " does not share one value head's " + str(dv) + " state rows (rank " +
            str(t.gang_rank) + ", rows " + str(t.tile_begin) + ".." + str(t.tile_end) + ")");
-  o.array(0, {SP_BF16}, C + Hv * dv + 2 * Hv, "elements of the channels, z, b and a");
+  o.array(0, {SP_BF16}, C + 2 * Hv * dv + 2 * Hv, "elements of the channels, z, b, a and the gangs' exchange");
   o.array(3, {SP_BF16}, Hv, "dt_bias of every value head");
   o.matrix(5, SP_BF16, C, Kc, "conv inputs of every channel");
   o.matrix(6, SP_F32, Hv * dv, dk, "state rows of every value head");
@@ -261,7 +261,7 @@ const OpDecl kExpertDownShared{{{{K::View, "W", false, true}, {K::View, "act"}, 
                                  {K::View, "shared_act"}, {K::View, "shared_gate"}}},
                                check_expert_down_shared, expert_down_bytes, expert_down_shared_input};
 const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none};
-const OpDecl kGdn{{{{K::View, "proj"}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
+const OpDecl kGdn{{{{K::View, "proj", true}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
                     {K::View, "conv_state", true}, {K::View, "state", true}, {K::View, "out", true}}},
                   check_gdn, nullptr, gdn_input};
 const OpDecl kSample{{{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},

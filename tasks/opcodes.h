@@ -133,11 +133,12 @@ enum SpOpcode : uint32_t {
   // inputs a channel, slot position % Kc, so that the value heads sharing a key head read its
   // older inputs while the group's first writes the newest. Tiles: state rows (value dim j of
   // head h is tile h*dv + j), whole heads a record, or one head a gang (tasks/gang.h), w members
-  // of dv/w rows in three phases: the conv, gates, norms and the member's rows of the delta rule,
-  // their outputs into out; the head's output read whole for its RMS; the member's rows of the
-  // gated norm written. The sizes follow from the views: C = conv rows, Kc = conv columns, Hv =
+  // of dv/w rows in two phases: the conv, gates, norms and the member's rows of the delta rule,
+  // their outputs into proj's exchange; then the head's outputs read whole from it for their RMS
+  // and the member's rows of the gated norm written to out. The sizes follow from the views: C = conv rows, Kc = conv columns, Hv =
   // A_log's elements, dv = the norm's, dk = the state's columns, Hk = (C - Hv*dv) / (2*dk).
-  //   0 proj [C + Hv*dv + 2Hv] bf16: the q, k and v channels (q heads, k heads, v heads), z, b, a
+  //   0 proj [C + 2Hv*dv + 2Hv] bf16, written: the q, k and v channels (q heads, k heads, v
+  //   heads), z, b, a, then the exchange [Hv*dv] (written only by members run at once)
   //   1 conv weight [C, Kc] bf16   2 A_log [Hv] bf16   3 dt_bias [Hv] bf16   4 norm weight [dv] bf16
   //   5 conv state [C, Kc] bf16, written   6 state [Hv*dv, dk] f32, written (row h*dv + j: value
   //   dim j of head h)   7 out [Hv*dv] bf16

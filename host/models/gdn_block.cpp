@@ -20,7 +20,8 @@ GdnBlock::GdnBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), v_(v) {
   if (gang_ > 255 || dv_ % gang_)
     throw Error("GDN gangs of " + std::to_string(gang_) + " (--gdn-gang): not a divisor of the value head size " +
                 std::to_string(dv_) + " of at most 255 members");
-  proj_ = e.alloc("gdn_proj", SP_ARENA_WORK, SP_BF16, 1, uint64_t(C_) + Cv_ + 2 * uint64_t(Hv_));
+  // The projections [q, k, v channels | z | b | a], then the exchange of a gang run at once.
+  proj_ = e.alloc("gdn_proj", SP_ARENA_WORK, SP_BF16, 1, uint64_t(C_) + 2 * uint64_t(Cv_) + 2 * uint64_t(Hv_));
   out_ = e.alloc("gdn_out", SP_ARENA_WORK, SP_BF16, 1, Cv_);
 }
 
