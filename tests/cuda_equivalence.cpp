@@ -363,27 +363,30 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
     }
 }
 
-// The router's routing with 37 experts, 5 a token (odd_experts_model): every mode, and the
-// two-hop build, against the sequential reference.
-TEST_CASE("MoE with 37 experts, 5 a token: every mode matches the sequential reference") {
-  const ModelWeights w = test::odd_experts_model();
-  BuildOptions o;
-  o.context = 64;
-  std::vector<Graph> graphs{build_decode_graph(w, o)};
-  o.o_proj_split = {2, 0};  // the persistent kernel's two-hop build
-  graphs.push_back(build_decode_graph(w, o));
-  for (size_t i = 0; i < graphs.size(); ++i) {
-    CAPTURE(i);
-    const Graph& g = graphs[i];
-    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
-    for (uint32_t n : {3u, 132u}) {
-      CAPTURE(n);
-      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, n));
-      check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
-    }
-    for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
-      CAPTURE(cuda_mode_name(mode));
-      check_same(run_decode(g, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+// The router's routing with 37 experts, 5 a token (odd_experts_model), and with every logit tied
+// with another (tied_experts_model): every mode, and the two-hop build, against the sequential
+// reference.
+TEST_CASE("MoE with 37 experts, 5 a token, logits tied or not: every mode matches the sequential reference") {
+  for (const ModelWeights& w : {test::odd_experts_model(), test::tied_experts_model()}) {
+    CAPTURE(w.source);
+    BuildOptions o;
+    o.context = 64;
+    std::vector<Graph> graphs{build_decode_graph(w, o)};
+    o.o_proj_split = {2, 0};  // the persistent kernel's two-hop build
+    graphs.push_back(build_decode_graph(w, o));
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      CAPTURE(i);
+      const Graph& g = graphs[i];
+      const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+      for (uint32_t n : {3u, 132u}) {
+        CAPTURE(n);
+        CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, n));
+        check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
+      }
+      for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+        CAPTURE(cuda_mode_name(mode));
+        check_same(run_decode(g, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+      }
     }
   }
 }

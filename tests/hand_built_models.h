@@ -72,6 +72,22 @@ inline ModelWeights odd_experts_model() {
   return weights_for("odd-experts", c, 16);
 }
 
+// odd_experts_model's shape with the router's rows in equal pairs (experts 2m and 2m + 1), so
+// that every logit ties with its pair's and the choice must take the lower expert first.
+inline ModelWeights tied_experts_model() {
+  ModelConfig c = synthetic_config("tiny-moe");
+  c.num_experts = 37;
+  c.experts_per_tok = 5;
+  auto next = std::make_shared<uint64_t>(0);  // the router element weights_for asks for next
+  auto value_of = [next](const std::string& tensor, const std::vector<uint64_t>& shape, std::mt19937& rng) {
+    const float value = near_one_or_small(tensor, shape, rng);
+    if (!tensor.ends_with(".mlp.gate.weight")) return value;
+    const uint64_t i = (*next)++ % (shape[0] * shape[1]), pair = i / shape[1] / 2, column = i % shape[1];
+    return 0.2f * std::sin(float(pair * 131 + column * 7));
+  };
+  return weights_for("tied-experts", c, 16, value_of);
+}
+
 // A model whose rows the GPU tiles cannot read 16 bytes at a time: hidden 60, head_dim 12 and
 // intermediate 100 are not multiples of 8 elements, and the tensors lie back to back, so most
 // start off a 16-byte boundary.

@@ -48,27 +48,29 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   const uint32_t gate_up = e_.weight(layer(l, kExpertsGateUp), {E, 2 * uint64_t(Im), H});
   const uint32_t down = e_.weight(layer(l, kExpertsDown), {E, H, Im});
 
+  // The shared expert's rows and gate join the router's stage, after its tasks: they wait for
+  // the attention (`prev`) alone and stream while the router runs, and the routed experts' stage
+  // is then theirs alone, which its tasks claim one a block (a stage's quota is its tasks over
+  // the blocks), all starting once the routing is written. Their buffers are safe to rewrite
+  // then: the last layer's down stage, their reader, ended before this layer's attention began.
   Stage s_router = e_.begin_stage(tag + "router");
   e_.split(s_router, 0, E, e_.rows_per_task(E), [&](uint32_t r0, uint32_t r1) {
     e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_ROUTER, l, r0, r1,
                 {router, h, post_norm, logits_, routing_, arrivals_, params_});
   });
-  Stage s_gu = e_.begin_stage(tag + "expert_gate_up");
   uint32_t wd_shared = SP_NO_VIEW;
   if (shared_) {
-    // The shared expert's rows and gate come first and wait for the attention (`prev`) alone,
-    // so that they stream while the router runs. Their buffers are safe to rewrite then: the
-    // last layer's down stage, their reader, ended before this layer's attention began.
     const uint32_t Is = c.shared_intermediate;
     const uint32_t wg = e_.weight(layer(l, kSharedGate), {Is, H});
     const uint32_t wu = e_.weight(layer(l, kSharedUp), {Is, H});
     const uint32_t w_gate = e_.weight(layer(l, kSharedExpertGate), {1, H});
     wd_shared = e_.weight(layer(l, kSharedDown), {H, Is});
-    e_.split(s_gu, 0, Is, e_.rows_per_task(Is), [&](uint32_t r0, uint32_t r1) {
-      e_.add_task(s_gu, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, shared_act_});
+    e_.split(s_router, 0, Is, e_.rows_per_task(Is), [&](uint32_t r0, uint32_t r1) {
+      e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, shared_act_});
     });
-    e_.gemv(s_gu, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
+    e_.gemv(s_router, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
   }
+  Stage s_gu = e_.begin_stage(tag + "expert_gate_up");
   const uint32_t slot_rows = k * Im;  // within 32 bits: checked above
   e_.split(s_gu, 0, slot_rows, e_.rows_per_task(slot_rows), [&](uint32_t t0, uint32_t t1) {
     e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, t0, t1,
