@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "host/files.h"
+#include "host/utf8.h"
 #include "tasks/error.h"
 
 namespace spindle {
@@ -35,40 +36,6 @@ bool tensor_bytes(const std::vector<uint64_t>& shape, DType dtype, uint64_t* byt
     if (__builtin_mul_overflow(n, d, &n)) return false;
   *bytes = n;
   return true;
-}
-
-// The offset of the first byte of `s` that is not well-formed UTF-8 (RFC 3629: shortest forms,
-// no surrogates, at most U+10FFFF), or `size` when all are: the reference requires a UTF-8
-// header, and this names the byte where the JSON parser would only say "not JSON".
-uint64_t utf8_error_at(const uint8_t* s, uint64_t size) {
-  uint64_t i = 0;
-  while (i < size) {
-    const uint8_t c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    uint64_t more = 0;  // continuation bytes
-    uint8_t lo = 0x80, hi = 0xBF;  // the range of the first continuation byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      more = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      more = 2;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      more = 3;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
-    } else {
-      return i;
-    }
-    if (size - i <= more || s[i + 1] < lo || s[i + 1] > hi) return i;
-    for (uint64_t k = 2; k <= more; ++k)
-      if ((s[i + k] & 0xC0) != 0x80) return i;
-    i += more + 1;
-  }
-  return size;
 }
 
 class HeaderEntry {
@@ -218,10 +185,12 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   f.data = base + 8 + header_len;
   f.data_bytes = size - 8 - header_len;
 
-  if (uint64_t bad = utf8_error_at(base + 8, header_len); bad != header_len)
+  // The reference requires a UTF-8 header; this names the byte where the JSON parser would only
+  // say "not JSON".
+  const char* text = reinterpret_cast<const char*>(base + 8);
+  if (size_t bad = first_invalid_utf8({text, header_len}); bad != std::string_view::npos)
     throw Error(f.path + ": the header is not valid UTF-8 (byte " + std::to_string(bad) +
                 " of " + std::to_string(header_len) + ")");
-  const char* text = reinterpret_cast<const char*>(base + 8);
   json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) throw Error(f.path + ": the header is not valid JSON");
   if (!header.is_object())
