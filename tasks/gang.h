@@ -18,7 +18,7 @@
 SP_GANG_HD inline uint32_t sp_gang_width(const SpTask& t) { return t.gang_width > 1 ? t.gang_width : 1u; }
 
 // Phases of an opcode's task, a gang barrier between each two; 1 for an op that cannot gang.
-SP_GANG_HD inline uint32_t sp_gang_phases(uint32_t op) { return op == SP_OP_MLP ? 2u : op == SP_OP_GDN ? 2u : 1u; }
+SP_GANG_HD inline uint32_t sp_gang_phases(uint32_t op) { return op == SP_OP_MLP || op == SP_OP_GDN ? 2u : 1u; }
 
 // Member r's share [sp_gang_share(n, w, r), sp_gang_share(n, w, r + 1)) of n items split over
 // w members: ceil(n / w) each, the last ones shorter or empty.

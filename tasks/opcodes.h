@@ -135,8 +135,9 @@ enum SpOpcode : uint32_t {
   // head h is tile h*dv + j), whole heads a record, or one head a gang (tasks/gang.h), w members
   // of dv/w rows in two phases: the conv, gates, norms and the member's rows of the delta rule,
   // their outputs into proj's exchange; then the head's outputs read whole from it for their RMS
-  // and the member's rows of the gated norm written to out. The sizes follow from the views: C = conv rows, Kc = conv columns, Hv =
-  // A_log's elements, dv = the norm's, dk = the state's columns, Hk = (C - Hv*dv) / (2*dk).
+  // and the member's rows of the gated norm written to out. The sizes follow from the views:
+  // C = conv rows, Kc = conv columns, Hv = A_log's elements, dv = the norm's, dk = the state's
+  // columns, Hk = (C - Hv*dv) / (2*dk).
   //   0 proj [C + 2Hv*dv + 2Hv] bf16, written: the q, k and v channels (q heads, k heads, v
   //   heads), z, b, a, then the exchange [Hv*dv] (written only by members run at once)
   //   1 conv weight [C, Kc] bf16   2 A_log [Hv] bf16   3 dt_bias [Hv] bf16   4 norm weight [dv] bf16

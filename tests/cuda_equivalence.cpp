@@ -426,7 +426,7 @@ TEST_CASE("tiny-moe: every mode, schedule and worker count matches the sequentia
 }
 
 TEST_CASE("the hybrid families (GDN, gated attention, the shared expert): every mode, schedule and worker count matches the sequential reference, GDN gangs too") {
-  for (const char* preset : {"synthetic:tiny-qwen3.5", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
+  for (const char* preset : kHybridPresets) {
     CAPTURE(preset);
     const ModelWeights w = load_model(preset);
     BuildOptions o;

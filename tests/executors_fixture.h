@@ -13,6 +13,11 @@
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
 
+// The tiny presets of the hybrid families (GDN, gated attention and, in the MoE ones, the
+// shared expert).
+inline constexpr const char* kHybridPresets[] = {"synthetic:tiny-qwen3.5", "synthetic:tiny-qwen3.5-moe",
+                                                 "synthetic:tiny-qwen3-next"};
+
 struct TinyModel {
   spindle::ModelWeights weights;
   spindle::Graph graph;

@@ -261,7 +261,7 @@ TEST_CASE("vulkan: gated attention (qwen3_5's, every layer full attention) equal
 // next case runs every op at two.
 TEST_CASE("vulkan: the hybrid families (GDN, gated attention, the shared expert) equal the sequential reference, decode after decode") {
   constexpr uint32_t kTokens = 6;
-  for (const char* preset : {"synthetic:tiny-qwen3.5", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
+  for (const char* preset : kHybridPresets) {
     CAPTURE(preset);
     const ModelWeights w = load_model(preset);
     BuildOptions o;

@@ -11,7 +11,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_synthetic(const std::string& model) { return model.rfind(kSyntheticPrefix, 0) == 0; }
+bool is_synthetic(const std::string& model) { return model.starts_with(kSyntheticPrefix); }
 
 fs::path tokenizer_path(const std::string& model) {
   std::error_code ec;
