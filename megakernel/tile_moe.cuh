@@ -40,9 +40,10 @@ __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoePar
 // argmax or split, read from the persistent kernel's copy when it made one; the block whose
 // rows bring the arrivals word to E stages all E logits in shared memory and routes the token
 // as ops/moe.h route does, in shared memory, each part spread so that no thread runs a long
-// chain: every expert's place counted by two lanes (route_place) at once, every logit turned into
-// exp(logit − top) in place, then warp 0's lanes each sum them alike (route_sum, the loads
-// vectorised ahead of the adds) and weigh a slot each (route_slot_weight), which they store.
+// chain: every expert's place counted by a thread from the logits' keys (route_key), four keys
+// a shared load, every logit turned into exp(logit − top) in place, then warp 0's lanes each sum
+// them alike (route_sum, the loads vectorised ahead of the adds) and weigh a slot each
+// (route_slot_weight), which they store.
 __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   SpTask rows = t;
@@ -52,18 +53,28 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
   rows.operand[7] = 0;           // no split
   run_gemv<false>(rows, c, smem, extras);
   if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
-  const uint32_t K = c.views[t.operand[0]].cols, E = p.experts;
+  const uint32_t K = c.views[t.operand[0]].cols, E = p.experts, padded = (E + 3) & ~3u;
   float* logits = reinterpret_cast<float*>(smem + router_logits_offset(K));
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + router_keys_offset(K, E));
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, E));
   const float* written = view_data<const float>(c, t.operand[3]);
-  for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = load_data(written + e);
+  for (uint32_t e = threadIdx.x; e < padded; e += blockDim.x) {
+    const float x = e < E ? load_data(written + e) : 0.0f;
+    if (e < E) logits[e] = x;
+    keys[e] = e < E ? route_key(x) : 0u;  // a pad's index is past every expert's, so it never comes first
+  }
   __syncthreads();
-  // A warp places 16 experts a round, two lanes each (uniform trips: `base` is the warp's).
-  for (uint32_t base = 16 * warp_id(); base < E; base += 16 * warps_per_block()) {
-    const uint32_t e = base + lane_id() / 2;
-    uint32_t place = route_place(logits, E, min(e, E - 1), lane_id() % 2, 2);
-    place += __shfl_xor_sync(~0u, place, 1);
-    if (lane_id() % 2 == 0 && e < E && place < p.slots) slots[place].expert = e;
+  // Expert e's place (route_place): the keys above its own, and those equal to it of lower experts.
+  for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
+    const uint32_t x = keys[e];
+    uint32_t place = 0;
+#pragma unroll 4
+    for (uint32_t j = 0; j < padded; j += 4) {  // router_keys_offset is 16-byte aligned
+      const uint4 v = *reinterpret_cast<const uint4*>(keys + j);
+      place += (v.x > x || (v.x == x && j < e)) + (v.y > x || (v.y == x && j + 1 < e)) +
+               (v.z > x || (v.z == x && j + 2 < e)) + (v.w > x || (v.w == x && j + 3 < e));
+    }
+    if (place < p.slots) slots[place].expert = e;
   }
   __syncthreads();
   const float top = logits[slots[0].expert];  // the first chosen's (validate() checked k >= 1)

@@ -28,6 +28,16 @@ SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
   return a > b || (a == b && i < j);
 }
 
+// A logit as an unsigned number that orders as routes_before orders logits: above every NaN
+// (all of which map to 0), −0 as +0, a negative's bits flipped whole and a positive's sign bit
+// set. With it, a before b exactly when key(a) > key(b), or key(a) == key(b) and a's expert is
+// the lower: a tile counts an expert's place in integer compares (tests/ops_moe.cpp).
+SP_HDI uint32_t route_key(float a) {
+  if (a != a) return 0;
+  const uint32_t b = a == 0.0f ? 0u : bits_from_f32(a);
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
 // Expert e's place in the choice: how many experts route before it. The k experts of places
 // 0..k-1 are the top k of the logits (their order is the softmax's, so the probabilities' top
 // k), in the choice order (HF's torch.topk order). Each expert's place alone, so a device tile

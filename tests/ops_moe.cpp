@@ -85,6 +85,25 @@ TEST_CASE("route: exact ties keep the lower experts; NaN logits come after every
   CHECK(slots[2].expert == 2);
 }
 
+TEST_CASE("route_key orders logits as routes_before does: NaNs last, -0 as +0, ties to the lower expert") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> values = {nan, -nan, -inf, inf, 0.0f, -0.0f, 1.0f, -1.0f, 2.5f, -2.5f,
+                               std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(),
+                               std::numeric_limits<float>::min(), -std::numeric_limits<float>::min()};
+  std::mt19937 rng(7501);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int i = 0; i < 48; ++i) values.push_back(normal(rng));
+  for (int i = 0; i < 16; ++i) values.push_back(values[rng() % values.size()]);  // exact ties
+  for (uint32_t i = 0; i < values.size(); ++i)
+    for (uint32_t j = 0; j < values.size(); ++j) {
+      const uint32_t a = route_key(values[i]), b = route_key(values[j]);
+      CAPTURE(values[i]);
+      CAPTURE(values[j]);
+      CHECK(routes_before(values[i], i, values[j], j) == (a > b || (a == b && i < j)));
+    }
+}
+
 TEST_CASE("router_rows: tasks in any order route once, when the last rows arrive, and reset the count") {
   std::mt19937 rng(7500);
   const uint32_t E = 24, H = 40, k = 4;
