@@ -37,7 +37,7 @@ json json_of(const std::string& args) {
 TEST_CASE("gate md5 and run of a saved graph give the tokens of the graph built afresh") {
   ScratchDir dir;
   const std::string file = (dir.path / "g.sptg").string();
-  // Tiling that changes the bits (--fused-mlp), so the saved graph's own numerics are replayed.
+  // A graph tiled otherwise than the defaults (attention chunks, MLP gangs): its tasks come from the file.
   for (const char* model : {"synthetic:tiny", "synthetic:tiny-moe", "synthetic:tiny-qwen3.5"}) {
     CAPTURE(model);
     const std::string build = std::string("--model ") + model + " --context 24 --attn-chunks 3 --fused-mlp 16/4";

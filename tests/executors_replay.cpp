@@ -46,7 +46,7 @@ std::string str(uint64_t v) { return std::to_string(v); }
 }  // namespace
 
 TEST_CASE("a saved graph replays on every worker count and schedule with the bits of the graph built afresh") {
-  const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
+  const std::vector<uint32_t> prompt = {3, 141, 59};
   BuildOptions plain;
   plain.context = 24;
   BuildOptions two_hop = plain;  // tiling the file must carry: gangs, pieces a kv head, chunks
@@ -67,12 +67,12 @@ TEST_CASE("a saved graph replays on every worker count and schedule with the bit
     const Graph fresh = build_decode_graph(w, c.build);
     const Graph replayed = saved_and_read(fresh);
     CHECK(replay_error(replayed, w) == "(no error)");
-    const Decoded expect = run_decode(fresh, w, {ExecutorKind::Sequential}, prompt, 8);
+    const Decoded expect = run_decode(fresh, w, {ExecutorKind::Sequential}, prompt, 6);
     for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
       for (uint32_t workers : {1u, 3u, 8u}) {
         CAPTURE(schedule_kind_name(sched));
         CAPTURE(workers);
-        check_same(run_decode(replayed, w, {ExecutorKind::Threaded, workers, sched}, prompt, 8), expect);
+        check_same(run_decode(replayed, w, {ExecutorKind::Threaded, workers, sched}, prompt, 6), expect);
       }
   }
 }
@@ -162,7 +162,8 @@ TEST_CASE("a graph whose weight views leave their tensors, or whose model state 
   }
   SUBCASE("a part's columns past its tensor's row") {
     SpView& v = view_named(g, o_proj + ".kv0");
-    const uint64_t at = sp_view_offset(v) + 2 * (w.config.hidden - v.cols + 1);  // one column past the row's end
+    const uint64_t row = w.tensors.at(o_proj).shape.back();
+    const uint64_t at = sp_view_offset(v) + 2 * (row - v.cols + 1);  // its last column one past the row's end
     v.offset_lo = uint32_t(at);
     v.offset_hi = uint32_t(at >> 32);
     refused(o_proj + ".kv0", ") is not within " + tensor(o_proj));
