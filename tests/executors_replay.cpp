@@ -67,13 +67,7 @@ TEST_CASE("a saved graph replays on every worker count and schedule with the bit
     const Graph fresh = build_decode_graph(w, c.build);
     const Graph replayed = saved_and_read(fresh);
     CHECK(replay_error(replayed, w) == "(no error)");
-    const Decoded expect = run_decode(fresh, w, {ExecutorKind::Sequential}, prompt, 6);
-    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
-      for (uint32_t workers : {1u, 3u, 8u}) {
-        CAPTURE(schedule_kind_name(sched));
-        CAPTURE(workers);
-        check_same(run_decode(replayed, w, {ExecutorKind::Threaded, workers, sched}, prompt, 6), expect);
-      }
+    check_threaded_gives(run_decode(fresh, w, {ExecutorKind::Sequential}, prompt, 6), replayed, w, prompt, 6);
   }
 }
 
