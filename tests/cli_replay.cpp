@@ -12,6 +12,7 @@ using spindle::test::check_error;
 using spindle::test::check_usage_error;
 using spindle::test::CliResult;
 using spindle::test::run_cli;
+using spindle::test::run_json;
 using spindle::test::ScratchDir;
 
 namespace {
@@ -21,15 +22,6 @@ void save(const std::string& args, const std::string& file) {
   const CliResult r = run_cli("graph save " + args + " --out " + file);
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
-}
-
-// stdout of a command that must succeed, as JSON.
-json json_of(const std::string& args) {
-  const CliResult r = run_cli(args);
-  CAPTURE(args);
-  CAPTURE(r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
 }
 
 }  // namespace
@@ -42,12 +34,12 @@ TEST_CASE("gate md5 and run of a saved graph give the tokens of the graph built 
     CAPTURE(model);
     const std::string build = std::string("--model ") + model + " --context 24 --attn-chunks 3 --fused-mlp 16/4";
     save(build, file);
-    const std::string run = " -p 3,141,59 -n 12 -e threaded -w 3 --schedule static --json";
-    const json fresh = json_of("gate md5 " + build + run);
-    const json replayed = json_of("gate md5 --model " + std::string(model) + " --graph " + file + run);
+    const std::string run = " -p 3,141,59 -n 12 -e threaded -w 3 --schedule static";
+    const json fresh = run_json("gate md5 " + build + run);
+    const json replayed = run_json("gate md5 --model " + std::string(model) + " --graph " + file + run);
     CHECK(replayed.at("md5") == fresh.at("md5"));
     CHECK(replayed.at("tokens") == fresh.at("tokens"));
-    CHECK(json_of("run --model " + std::string(model) + " --graph " + file + run).at("tokens") == fresh.at("tokens"));
+    CHECK(run_json("run --model " + std::string(model) + " --graph " + file + run).at("tokens") == fresh.at("tokens"));
   }
 }
 
@@ -56,8 +48,8 @@ TEST_CASE("bench --graph says it ran the saved graph, with the tokens of the gra
   const std::string file = (dir.path / "g.sptg").string();
   save("--model synthetic:tiny --context 8 --stage-tasks 4", file);
   const std::string bench = "bench --model synthetic:tiny -e threaded -n 4 --reps 1 --positions 2 --copy-gib 0.001";
-  const json replayed = json_of(bench + " --graph " + file + " --json");
-  const json fresh = json_of(bench + " --stage-tasks 4 --json");
+  const json replayed = run_json(bench + " --graph " + file);
+  const json fresh = run_json(bench + " --stage-tasks 4");
   CHECK(replayed.at("graph") == json({{"from", "file"},
                                       {"file", file},
                                       {"built_from", "synthetic:tiny"},
