@@ -13,6 +13,7 @@
 #include "tasks/error.h"
 #include "tasks/gang.h"
 #include "tasks/gemv_split.h"
+#include "tasks/graph_param_fields.h"
 #include "tasks/op_decls.h"
 
 namespace spindle {
@@ -25,26 +26,6 @@ constexpr char kMagic[4] = {'S', 'P', 'T', 'G'};
 constexpr uint64_t kHeaderBytes = 24;
 constexpr uint64_t kChecksumBytes = 8;
 constexpr uint32_t kModelLevel = 0xFFFFFFFFu;
-
-constexpr std::pair<const char*, uint32_t SpGraphParams::*> kU32Params[] = {
-    {"hidden", &SpGraphParams::hidden},
-    {"n_layers", &SpGraphParams::n_layers},
-    {"n_heads", &SpGraphParams::n_heads},
-    {"n_kv_heads", &SpGraphParams::n_kv_heads},
-    {"head_dim", &SpGraphParams::head_dim},
-    {"rotary_dim", &SpGraphParams::rotary_dim},
-    {"intermediate", &SpGraphParams::intermediate},
-    {"vocab", &SpGraphParams::vocab},
-    {"context", &SpGraphParams::context},
-    {"attn_chunks", &SpGraphParams::attn_chunks},
-    {"attn_q_splits", &SpGraphParams::attn_q_splits},
-    {"norm_kind", &SpGraphParams::norm_kind},
-    {"max_steps", &SpGraphParams::max_steps},
-};
-constexpr std::pair<const char*, float SpGraphParams::*> kF32Params[] = {
-    {"rms_eps", &SpGraphParams::rms_eps},
-    {"rope_theta", &SpGraphParams::rope_theta},
-};
 
 uint64_t fnv1a64(const std::string& bytes, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -85,8 +66,8 @@ Record get_record(const std::string& in, uint64_t at) {
 
 json params_to_json(const SpGraphParams& p) {
   json j = json::object();
-  for (const auto& [name, field] : kU32Params) j[name] = p.*field;
-  for (const auto& [name, field] : kF32Params) j[name] = p.*field;
+  for (const auto& f : kU32GraphParams) j[f.name] = p.*f.field;
+  for (const auto& f : kF32GraphParams) j[f.name] = p.*f.field;
   return j;
 }
 
@@ -99,8 +80,8 @@ uint32_t get_u32(const json& j, const char* key) {
 
 SpGraphParams params_from_json(const json& j) {
   SpGraphParams p{};
-  for (const auto& [name, field] : kU32Params) p.*field = get_u32(j, name);
-  for (const auto& [name, field] : kF32Params) p.*field = j.at(name).get<float>();
+  for (const auto& f : kU32GraphParams) p.*f.field = get_u32(j, f.name);
+  for (const auto& f : kF32GraphParams) p.*f.field = j.at(f.name).get<float>();
   return p;
 }
 

@@ -63,8 +63,8 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
-  for (const char* option : {"--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2", "--attn-q-splits 1",
-                             "--o-proj-split 2",
+  for (const char* option : {"--context 8", "--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2",
+                             "--attn-q-splits 1", "--gdn-gang 1", "--o-proj-split 2",
                              "--down-split 16/4", "--fused-mlp 16/4", "--kv-head-waits"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);

@@ -12,6 +12,8 @@
 #include <iterator>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace spindle::test {
 
 struct CliResult {
@@ -51,6 +53,15 @@ inline CliResult run_cli(const std::string& args, const std::string& shell_befor
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// What a command that must succeed prints with --json, parsed.
+inline nlohmann::json run_json(const std::string& args) {
+  const CliResult r = run_cli(args + " --json");
+  CAPTURE(args);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
 }
 
 // An error the command reports itself: "spindle: error: " and each phrase, exit status 2.

@@ -15,6 +15,7 @@ using nlohmann::json;
 using spindle::test::check_error;
 using spindle::test::CliResult;
 using spindle::test::run_cli;
+using spindle::test::run_json;
 using spindle::test::ScratchDir;
 
 namespace {
@@ -47,14 +48,6 @@ std::string id_list(const json& ids) {
     list += std::to_string(id.get<uint32_t>());
   }
   return list;
-}
-
-json run_json(const std::string& args) {
-  const CliResult r = run_cli(args + " --json");
-  CAPTURE(args);
-  CAPTURE(r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
 }
 
 }  // namespace

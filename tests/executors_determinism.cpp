@@ -51,12 +51,7 @@ TEST_CASE("with the MLP as gangs or o_proj as pieces a kv head, sequential and t
   for (const TinyModel* m : {&tiny_fused_mlp_model(), &tiny_head_pieces_model()}) {
     CAPTURE(m == &tiny_fused_mlp_model() ? "MLP gangs" : "o_proj pieces");
     check_same(run_decode(m->graph, m->weights, {ExecutorKind::Sequential}, prompt, 12), expect);
-    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
-      for (uint32_t workers : {1u, 3u, 8u}) {
-        CAPTURE(schedule_kind_name(sched));
-        CAPTURE(workers);
-        check_same(run_decode(m->graph, m->weights, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
-      }
+    check_threaded_gives(expect, m->graph, m->weights, prompt, 12);
   }
 }
 
@@ -246,12 +241,6 @@ TEST_CASE("tiny-qwen3.5-moe and tiny-qwen3-next: every worker count and schedule
     o.context = 64;
     const Graph g = build_decode_graph(w, o);
     const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
-    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12);
-    for (ScheduleKind sched : {ScheduleKind::Ticket, ScheduleKind::Static})
-      for (uint32_t workers : {1u, 3u, 8u}) {
-        CAPTURE(schedule_kind_name(sched));
-        CAPTURE(workers);
-        check_same(run_decode(g, w, {ExecutorKind::Threaded, workers, sched}, prompt, 12), expect);
-      }
+    check_threaded_gives(run_decode(g, w, {ExecutorKind::Sequential}, prompt, 12), g, w, prompt, 12);
   }
 }

@@ -140,6 +140,18 @@ inline void check_same(const Decoded& got, const Decoded& expect) {
   CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) == 0);
 }
 
+// The threaded executor, on both schedules and 1, 3 and 8 workers, decodes `g` from `prompt` with
+// `expect`'s tokens and logits, bit for bit.
+inline void check_threaded_gives(const Decoded& expect, const spindle::Graph& g, const spindle::ModelWeights& w,
+                                 const std::vector<uint32_t>& prompt, uint32_t new_tokens) {
+  for (spindle::ScheduleKind sched : {spindle::ScheduleKind::Ticket, spindle::ScheduleKind::Static})
+    for (uint32_t workers : {1u, 3u, 8u}) {
+      CAPTURE(spindle::schedule_kind_name(sched));
+      CAPTURE(workers);
+      check_same(run_decode(g, w, {spindle::ExecutorKind::Threaded, workers, sched}, prompt, new_tokens), expect);
+    }
+}
+
 // Bit for bit, position by position: teacher-forced logits of two executors.
 inline void check_same_rows(const spindle::LogitRows& got, const spindle::LogitRows& expect) {
   REQUIRE(got.size() == expect.size());

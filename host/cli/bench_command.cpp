@@ -34,7 +34,7 @@ struct BenchFlags {
   uint32_t tokens = 32;
   uint32_t reps = 5;
   double copy_gib = 4;
-  BuildOptions build;           // the tiling options; the context is set from the positions
+  GraphSource graph;            // built: its context set from the positions
   bool json = false;
 };
 
@@ -105,10 +105,9 @@ void bench(const BenchFlags& f) {
   ExecutorOptions base = executor_options(f.executor);
   const bool cuda = base.kind == ExecutorKind::Cuda;
   const std::vector<std::string> modes = cuda ? asked : std::vector<std::string>{executor_kind_name(base.kind)};
-  BuildOptions build = f.build;
-  build.context = needed_context(uint64_t(max_pos) + f.tokens + 1, "--positions up to " + std::to_string(max_pos) +
-                                                                       " and --tokens " + std::to_string(f.tokens));
-  const auto session = open_session(f.model, build);
+  const auto session = open_session(f.model, f.graph, uint64_t(max_pos) + f.tokens + 1,
+                                    "--positions up to " + std::to_string(max_pos) + " and --tokens " +
+                                        std::to_string(f.tokens));
   const Graph& g = session->graph;
 
   const Ceiling ceiling = measure_ceiling(base, f.copy_gib);
@@ -124,6 +123,11 @@ void bench(const BenchFlags& f) {
   }
 
   nlohmann::json out = {{"model", f.model},
+                        {"graph", {{"from", f.graph.file.empty() ? "builder" : "file"},
+                                   {"file", f.graph.file.empty() ? nlohmann::json() : nlohmann::json(f.graph.file)},
+                                   {"built_from", g.model},
+                                   {"tasks", g.tasks.size()},
+                                   {"context", g.params.context}}},
                         {"ceiling_gbs", ceiling.gbs},
                         {"ceiling", ceiling.what},
                         {"weight_bytes_per_token", weight_bytes},
@@ -163,6 +167,11 @@ void bench(const BenchFlags& f) {
               weight_bytes / 1e9, kv_bytes / 1e3);
   if (recurrent_bytes) std::printf(", recurrent state %.1f MB read and written per token", recurrent_bytes / 1e6);
   std::printf("\n");
+  if (f.graph.file.empty())
+    std::printf("graph: built for the model (%zu tasks, context %u)\n", g.tasks.size(), g.params.context);
+  else
+    std::printf("graph: read from %s, not built (built from %s; %zu tasks, context %u)\n", f.graph.file.c_str(),
+                g.model.c_str(), g.tasks.size(), g.params.context);
   if (const uint64_t routed = out["routed_weight_bytes_per_token"].get<uint64_t>())
     std::printf("of the weights, %.3f GB are the experts the routers choose: k distinct experts a layer every "
                 "step, so every step reads that many bytes of them, whichever experts they are\n",
@@ -195,7 +204,11 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   add_ranged_option(*cmd, "--tokens,-n", f->tokens, "decode steps per timed run", 1u, UINT32_MAX);
   add_ranged_option(*cmd, "--reps", f->reps, "timed runs after one warm-up run; the median is reported", 1u, kMaxReps);
-  add_tiling_options(*cmd, f->build);
+  add_graph_file_option(*cmd, f->graph.file,
+                        "time the graph saved in this .sptg file (spindle graph save) with --model's weights instead "
+                        "of building one; refused when it was built for another model or shape, or when --positions "
+                        "and --tokens need more positions than its context",
+                        add_tiling_options(*cmd, f->graph.build));
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->callback([f] { bench(*f); });

@@ -10,8 +10,7 @@ void add_generate_options(CLI::App& cmd, GenerateFlags& flags) {
       ->capture_default_str();
   cmd.add_option("--max-new-tokens,-n", flags.max_new_tokens, "tokens to generate")
       ->capture_default_str();
-  add_context_option(cmd, flags.context, "the prompt plus the new tokens");
-  add_tiling_options(cmd, flags.build);
+  add_graph_source_options(cmd, flags.graph, "the prompt plus the new tokens");
   add_executor_options(cmd, flags.executor);
 }
 
@@ -20,13 +19,10 @@ Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
   Generation g;
   g.prompt = prompt ? *prompt : parse_uint32_list(flags.prompt_ids, "--prompt-ids", "token id");
   const ExecutorOptions exec = executor_options(flags.executor);
-  BuildOptions build = flags.build;
-  build.context = flags.context ? flags.context
-                                : needed_context(uint64_t(g.prompt.size()) + flags.max_new_tokens,
-                                                 "a prompt of " + std::to_string(g.prompt.size()) +
-                                                     " tokens and --max-new-tokens " +
-                                                     std::to_string(flags.max_new_tokens));
-  const auto session = open_session(flags.model, build);
+  const auto session = open_session(
+      flags.model, flags.graph, uint64_t(g.prompt.size()) + flags.max_new_tokens,
+      "a prompt of " + std::to_string(g.prompt.size()) + " tokens and --max-new-tokens " +
+          std::to_string(flags.max_new_tokens));
   const auto ex = open_executor(*session, exec);
   g.executor = ex->describe();
   g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling, 0, stream);

@@ -13,12 +13,12 @@ struct GenerateFlags {
   std::string model;
   std::string prompt_ids = "1,2,3,4";
   uint32_t max_new_tokens = 16;
-  uint32_t context = 0;
-  BuildOptions build;  // the tiling options; the context is set as generate() says
+  GraphSource graph;
   ExecutorFlags executor;
 };
 
-// --model, --prompt-ids, --max-new-tokens, --context, the tiling and the executor options.
+// --model, --prompt-ids, --max-new-tokens, --context, the tiling options, --graph and the
+// executor options.
 void add_generate_options(CLI::App& cmd, GenerateFlags& flags);
 
 struct Generation {
@@ -28,8 +28,9 @@ struct Generation {
 };
 
 // Checks the flags, loads the model, builds the graph (context: the flag, else just enough
-// for the prompt and the new tokens) and decodes from `prompt` (when the command has the ids
-// from elsewhere, e.g. from text), else from --prompt-ids, each new token going to `stream`.
+// for the prompt and the new tokens) or reads the saved one, and decodes from `prompt` (when
+// the command has the ids from elsewhere, e.g. from text), else from --prompt-ids, each new
+// token going to `stream`.
 Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
                     const std::optional<std::vector<uint32_t>>& prompt = std::nullopt, const TokenStream& stream = {});
 

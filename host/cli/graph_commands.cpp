@@ -1,6 +1,7 @@
 // spindle graph dump | save: a decode graph as JSON, or saved as a .sptg file.
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,20 +15,18 @@ namespace {
 
 struct GraphFlags {
   std::string model;
-  std::string graph_file;  // dump: a saved graph instead of a model
-  uint32_t context = 0;
-  BuildOptions build;      // the tiling options; the context is set from --context
+  GraphSource graph;  // save: built for the model; dump: that, or a saved graph
   std::string out;
 };
 
 Graph build_graph(const GraphFlags& f) {
-  BuildOptions build = f.build;
-  build.context = f.context;
+  BuildOptions build = f.graph.build;
+  build.context = f.graph.context;
   return std::move(open_session(f.model, build)->graph);
 }
 
 void dump(const GraphFlags& f) {
-  const Graph g = f.graph_file.empty() ? build_graph(f) : load_graph(f.graph_file);
+  const Graph g = f.graph.file.empty() ? build_graph(f) : load_graph(f.graph.file);
   const std::string text = graph_to_json(g).dump(2) + "\n";
   if (f.out.empty()) {
     std::cout << text;
@@ -44,10 +43,13 @@ void save(const GraphFlags& f) {
   std::cerr << "spindle: wrote " << f.out << "\n";
 }
 
-void add_build_options(CLI::App& cmd, GraphFlags& f) {
+// Returns the options that build the graph (all but --model).
+std::vector<CLI::Option*> add_build_options(CLI::App& cmd, GraphFlags& f) {
   add_model_option(cmd, f.model);
-  add_context_option(cmd, f.context, "the model's max_position_embeddings");
-  add_tiling_options(cmd, f.build);
+  CLI::Option* context = add_context_option(cmd, f.graph.context, "the model's max_position_embeddings");
+  std::vector<CLI::Option*> build_options = add_tiling_options(cmd, f.graph.build);
+  build_options.push_back(context);
+  return build_options;
 }
 
 }  // namespace
@@ -59,20 +61,9 @@ void add_graph_commands(CLI::App& app) {
   auto d = std::make_shared<GraphFlags>();
   CLI::App* dump_cmd = graph->add_subcommand(
       "dump", "Print a graph as JSON: params, arenas, counters, views and tasks");
-  add_build_options(*dump_cmd, *d);
-  dump_cmd->add_option("--graph,-g", d->graph_file,
-                       "dump this saved .sptg file instead of building one")
-      ->check(input_file())
-      ->excludes("--model")
-      ->excludes("--context")
-      ->excludes("--stage-tasks")
-      ->excludes("--rows-per-tile")
-      ->excludes("--attn-chunks")
-      ->excludes("--attn-q-splits")
-      ->excludes("--o-proj-split")
-      ->excludes("--down-split")
-      ->excludes("--fused-mlp")
-      ->excludes("--kv-head-waits");
+  add_graph_file_option(*dump_cmd, d->graph.file, "dump this saved .sptg file instead of building one",
+                        add_build_options(*dump_cmd, *d))
+      ->excludes("--model");
   dump_cmd->add_option("--out,-o", d->out, "write the JSON here instead of stdout")->check(output_file());
   dump_cmd->callback([d] { dump(*d); });
 

@@ -77,9 +77,8 @@ void add_model_option(CLI::App& cmd, std::string& model) {
       ->capture_default_str();
 }
 
-void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero) {
-  cmd.add_option("--context", context, "KV capacity in positions; 0 = " + when_zero)
-      ->capture_default_str();
+CLI::Option* add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero) {
+  return cmd.add_option("--context", context, "KV capacity in positions; 0 = " + when_zero)->capture_default_str();
 }
 
 void add_copy_option(CLI::App& cmd, double& copy_gib) {
@@ -90,7 +89,8 @@ void add_copy_option(CLI::App& cmd, double& copy_gib) {
       ->check(CLI::Range(1.0 / 1024, 64.0));
 }
 
-void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
+std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build) {
+  const size_t before = cmd.get_options().size();
   cmd.add_option("--rows-per-tile", build.rows_per_tile,
                  "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
       ->capture_default_str();
@@ -139,6 +139,26 @@ void add_tiling_options(CLI::App& cmd, BuildOptions& build) {
                "pieces a kv head, each waiting for its head's attention alone (the cuda megakernel runs them in "
                "its two-hop build); a schedule, so the tokens' bits do not change (the fp64 executor's o_proj "
                "pieces excepted: docs/numerics.md)");
+  const std::vector<CLI::Option*> all = cmd.get_options();
+  return {all.begin() + std::ptrdiff_t(before), all.end()};
+}
+
+CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::string& help,
+                                   const std::vector<CLI::Option*>& build_options) {
+  CLI::Option* graph = cmd.add_option("--graph,-g", file, help)->type_name("FILE")->check(input_file());
+  for (CLI::Option* o : build_options) graph->excludes(o);
+  return graph;
+}
+
+void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::string& context_when_zero) {
+  CLI::Option* context = add_context_option(cmd, source.context, context_when_zero);
+  std::vector<CLI::Option*> build_options = add_tiling_options(cmd, source.build);
+  build_options.push_back(context);
+  add_graph_file_option(cmd, source.file,
+                        "run the graph saved in this .sptg file (spindle graph save) with --model's weights instead "
+                        "of building one; refused when it was built for another model or shape, or when the run "
+                        "needs more positions than its context",
+                        build_options);
 }
 
 GemvSplit parse_split(const std::string& text, const std::string& option) {

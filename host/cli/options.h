@@ -23,16 +23,33 @@ CLI::Option* add_ranged_option(CLI::App& cmd, const std::string& name, uint32_t&
 void add_model_option(CLI::App& cmd, std::string& model);
 
 // --context; `when_zero` says what the command does without it.
-void add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
+CLI::Option* add_context_option(CLI::App& cmd, uint32_t& context, const std::string& when_zero);
 
 // --copy-gib: the size of the copy that measures the bandwidth ceiling (host/cli/ceiling.h), in
 // GiB from 1/1024 (1 MiB) to 64; the default is copy_gib's value.
 void add_copy_option(CLI::App& cmd, double& copy_gib);
 
-// --rows-per-tile, --stage-tasks, --attn-chunks: how the graph splits its stages into tasks;
-// --o-proj-split, --down-split: how o_proj's and down's dots are summed; --fused-mlp;
-// --kv-head-waits.
-void add_tiling_options(CLI::App& cmd, BuildOptions& build);
+// --rows-per-tile, --stage-tasks, --attn-chunks, --attn-q-splits, --gdn-gang: how the graph
+// splits its stages into tasks; --o-proj-split, --down-split: how o_proj's and down's dots are
+// summed; --fused-mlp; --kv-head-waits. Returns them, for --graph to refuse.
+std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build);
+
+// --graph FILE: a saved graph (.sptg) instead of one built for the model, `help` saying what the
+// command does with it; refused together with any of `build_options` (those that build one).
+CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::string& help,
+                                   const std::vector<CLI::Option*>& build_options);
+
+// The graph a command runs: the one saved in `file`, or one built for the model with `build`'s
+// tiling at `context` positions (0 = as many as the command needs).
+struct GraphSource {
+  std::string file;
+  uint32_t context = 0;
+  BuildOptions build;  // the tiling options; the context is set as open_session says
+};
+
+// --context (`context_when_zero` says what 0 does), the tiling options and --graph, which runs
+// a saved graph with --model's weights and refuses the others.
+void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::string& context_when_zero);
 
 // "S" or "S/G" (numbers up to 65535) → {S, G}, G = 0 when omitted. Throws CLI::ValidationError
 // naming `option`.

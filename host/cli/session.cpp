@@ -2,6 +2,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
+
+#include "host/replay_check.h"
+#include "tasks/error.h"
+#include "tasks/graph_file.h"
 
 namespace spindle::cli {
 namespace {
@@ -10,25 +15,59 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The model's weights, unfilled where that is possible (see open_session).
+ModelWeights load_weights(const std::string& model) {
+  std::fprintf(stderr, "spindle: loading %s ...\n", model.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelWeights w = load_model(model, LoadOptions{.fill_host = false});
+  if (w.in_host_memory())
+    std::fprintf(stderr, "spindle: loaded %.2f GB of weights in %.2f s\n", double(w.total_bytes()) / 1e9,
+                 seconds_since(t0));
+  else
+    std::fprintf(stderr, "spindle: laid out %.2f GB of synthetic weights (generated where they run) in %.2f s\n",
+                 double(w.total_bytes()) / 1e9, seconds_since(t0));
+  return w;
+}
+
 }  // namespace
 
 std::unique_ptr<Session> open_session(const std::string& model, const BuildOptions& build) {
   auto s = std::make_unique<Session>();
-  std::fprintf(stderr, "spindle: loading %s ...\n", model.c_str());
-  auto t0 = std::chrono::steady_clock::now();
-  s->weights = load_model(model, LoadOptions{.fill_host = false});
-  if (s->weights.in_host_memory())
-    std::fprintf(stderr, "spindle: loaded %.2f GB of weights in %.2f s\n", double(s->weights.total_bytes()) / 1e9,
-                 seconds_since(t0));
-  else
-    std::fprintf(stderr, "spindle: laid out %.2f GB of synthetic weights (generated where they run) in %.2f s\n",
-                 double(s->weights.total_bytes()) / 1e9, seconds_since(t0));
-  t0 = std::chrono::steady_clock::now();
+  s->weights = load_weights(model);
+  const auto t0 = std::chrono::steady_clock::now();
   s->graph = build_decode_graph(s->weights, build);
   std::fprintf(stderr,
                "spindle: built the decode graph (%zu tasks, %u counters, context %u) in %.2f s\n",
                s->graph.tasks.size(), s->graph.num_counters(), s->graph.params.context,
                seconds_since(t0));
+  return s;
+}
+
+std::unique_ptr<Session> open_session(const std::string& model, const GraphSource& source, uint64_t positions,
+                                      const std::string& from) {
+  if (source.file.empty()) {
+    BuildOptions build = source.build;
+    build.context = source.context ? source.context : needed_context(positions, from);
+    return open_session(model, build);
+  }
+  auto s = std::make_unique<Session>();
+  const auto t0 = std::chrono::steady_clock::now();
+  s->graph = load_graph(source.file);
+  const Graph& g = s->graph;
+  std::fprintf(stderr, "spindle: read the decode graph from %s (built from %s; %zu tasks, %u counters, context %u) "
+               "in %.2f s\n", source.file.c_str(), g.model.c_str(), g.tasks.size(), g.num_counters(),
+               g.params.context, seconds_since(t0));
+  if (positions > g.params.context)
+    throw Error(from + " need " + std::to_string(positions) + " positions, more than the context of --graph " +
+                source.file + ", " + std::to_string(g.params.context) + " (save the graph again with --context " +
+                std::to_string(positions) + " or more)");
+  s->weights = load_weights(model);
+  try {
+    check_replay(g, s->weights);
+  } catch (const Error& e) {
+    throw Error("--graph " + source.file + ", built from " + g.model + ", does not fit --model " + model + ": " +
+                e.what());
+  }
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "host/cli/options.h"
 #include "host/executor.h"
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
@@ -22,6 +23,14 @@ struct Session {
 // that runs there. So `spindle run -e cuda` of a 16 GB preset spends no host memory on it,
 // and `info` or `graph` none at all.
 std::unique_ptr<Session> open_session(const std::string& model, const BuildOptions& build);
+
+// The session of a command whose run needs `positions` positions (`from` names the options they
+// come from): with the graph saved in source.file, refused unless it holds that many positions
+// and was built for the model (check_replay, host/replay_check.h), the file read before the
+// model; else with one built for the model at source.context positions, or at `positions` when
+// that is 0.
+std::unique_ptr<Session> open_session(const std::string& model, const GraphSource& source, uint64_t positions,
+                                      const std::string& from);
 
 // An executor for the session, named on stderr with the seconds it took to make (the CUDA
 // executor's include putting the weights on the device), and its pipeline statistics where

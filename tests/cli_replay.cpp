@@ -1,0 +1,94 @@
+// run, gate md5 and bench with --graph: a saved graph replayed with --model's weights.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+
+using nlohmann::json;
+using spindle::test::check_error;
+using spindle::test::check_usage_error;
+using spindle::test::CliResult;
+using spindle::test::run_cli;
+using spindle::test::run_json;
+using spindle::test::ScratchDir;
+
+namespace {
+
+// Saves the graph `graph save` builds with `args` as `file`.
+void save(const std::string& args, const std::string& file) {
+  const CliResult r = run_cli("graph save " + args + " --out " + file);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gate md5 and run of a saved graph give the tokens of the graph built afresh") {
+  ScratchDir dir;
+  const std::string file = (dir.path / "g.sptg").string();
+  // A graph tiled otherwise than the defaults (attention chunks, MLP gangs): its tasks come from the file.
+  for (const char* model : {"synthetic:tiny", "synthetic:tiny-moe", "synthetic:tiny-qwen3.5"}) {
+    CAPTURE(model);
+    const std::string build = std::string("--model ") + model + " --context 24 --attn-chunks 3 --fused-mlp 16/4";
+    save(build, file);
+    const std::string run = " -p 3,141,59 -n 12 -e threaded -w 3 --schedule static";
+    const json fresh = run_json("gate md5 " + build + run);
+    const json replayed = run_json("gate md5 --model " + std::string(model) + " --graph " + file + run);
+    CHECK(replayed.at("md5") == fresh.at("md5"));
+    CHECK(replayed.at("tokens") == fresh.at("tokens"));
+    CHECK(run_json("run --model " + std::string(model) + " --graph " + file + run).at("tokens") == fresh.at("tokens"));
+  }
+}
+
+TEST_CASE("bench --graph says it ran the saved graph, with the tokens of the graph built afresh") {
+  ScratchDir dir;
+  const std::string file = (dir.path / "g.sptg").string();
+  save("--model synthetic:tiny --context 8 --stage-tasks 4", file);
+  const std::string bench = "bench --model synthetic:tiny -e threaded -n 4 --reps 1 --positions 2 --copy-gib 0.001";
+  const json replayed = run_json(bench + " --graph " + file);
+  const json fresh = run_json(bench + " --stage-tasks 4");
+  CHECK(replayed.at("graph") == json({{"from", "file"},
+                                      {"file", file},
+                                      {"built_from", "synthetic:tiny"},
+                                      {"tasks", fresh.at("graph").at("tasks")},
+                                      {"context", 8}}));
+  CHECK(fresh.at("graph").at("from") == "builder");
+  CHECK(fresh.at("graph").at("file") == nullptr);
+  CHECK(replayed.at("rows")[0].at("tokens_md5") == fresh.at("rows")[0].at("tokens_md5"));
+
+  const CliResult text = run_cli(bench + " --graph " + file);
+  CAPTURE(text.err);
+  REQUIRE(text.status == 0);
+  CHECK(text.out_has("graph: read from " + file + ", not built (built from synthetic:tiny; "));
+  CHECK(run_cli(bench + " --stage-tasks 4").out_has("graph: built for the model ("));
+}
+
+TEST_CASE("--graph refuses a graph of another model or shape, a run longer than its context, and build options") {
+  ScratchDir dir;
+  const std::string file = (dir.path / "tiny.sptg").string();
+  save("--model synthetic:tiny --context 8", file);
+  check_error("run --model synthetic:tiny-moe -n 4 --graph " + file,
+              {("--graph " + file + ", built from synthetic:tiny, does not fit --model synthetic:tiny-moe: the "
+                "graph's weight arena 0 is 'weights:synthetic' of ").c_str()});
+  check_error("gate md5 --model synthetic:qwen3-0.6b -n 4 --graph " + file,
+              {"does not fit --model synthetic:qwen3-0.6b: the graph's hidden is 64, the model's 1024"});
+  check_error("run --model synthetic:tiny --graph " + file + " -p 1,2,3,4 -n 5",
+              {("a prompt of 4 tokens and --max-new-tokens 5 need 9 positions, more than the context of --graph " +
+                file + ", 8 (save the graph again with --context 9 or more)")
+                   .c_str()});
+  check_error("bench --model synthetic:tiny --graph " + file + " --positions 4 -n 4",
+              {"--positions up to 4 and --tokens 4 need 9 positions, more than the context of --graph "});
+  check_error("run --graph " + (dir.path / "missing.sptg").string(), {"missing.sptg"});
+  for (const char* option : {"--context 8", "--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2",
+                             "--attn-q-splits 1", "--gdn-gang 1", "--o-proj-split 2", "--down-split 16/4",
+                             "--fused-mlp 16/4", "--kv-head-waits"}) {
+    CAPTURE(option);
+    const std::string flag = std::string(option).substr(0, std::string(option).find(' '));
+    check_usage_error("run --graph " + file + " " + option, flag + " excludes --graph");
+    check_usage_error("gate md5 --graph " + file + " " + option, flag + " excludes --graph");
+    if (flag != "--context") check_usage_error("bench --graph " + file + " " + option, flag + " excludes --graph");
+  }
+}
