@@ -220,8 +220,8 @@ void add_trace_command(CLI::App& app) {
       ->capture_default_str()
       ->check(output_file());
   cmd->add_option("--csv", f->csv,
-                  "also write one CSV row per task run with the bytes it moved, and beside it NAME.meta.json (model, "
-                  "executor, ceiling): docs/trace-format.md, docs/notebooks/trace.ipynb")
+                  "also write one CSV row per task run with the bytes it moved, and beside it (NAME.meta.json for "
+                  "NAME.csv) the export's model, executor and ceiling: docs/trace-format.md, docs/notebooks/trace.ipynb")
       ->check(output_file());
   cmd->add_option("--position", f->position,
                   "position of the prompt's first token; the KV rows before it hold zeros (as in bench --positions): "
