@@ -182,7 +182,8 @@ TEST_CASE("trace export --csv writes a row per traced task run with the bytes it
   const uint64_t kv_row = info.at("kv_bytes_per_position").get<uint64_t>(), splits = p.at("attn_q_splits").get<uint64_t>();
   REQUIRE(steps.size() == 3);  // the two prompt tokens' (the second samples the first new one), the first new one's
   uint64_t position = 3;
-  for (const auto& [step, bytes] : steps) {
+  for (const auto& [at, bytes] : steps) {
+    const uint32_t step = at;  // CAPTURE names a copy: clang 14 cannot capture a structured binding
     CAPTURE(step);
     CHECK(bytes.attention_runs == p.at("n_layers").get<uint64_t>() * p.at("n_kv_heads").get<uint64_t>() * splits);
     CHECK(bytes.kv_read == splits * kv_row * position);
@@ -234,7 +235,8 @@ TEST_CASE("trace export --csv counts the bytes of the MoE, hybrid, fused-MLP and
       if (name.ends_with(".gdn_conv_state")) state += column_bytes(dump, name);
     }
     const json info = json::parse(run_cli("info --model " + c.model + " --json").out);
-    for (const auto& [step, bytes] : check_bytes(rows, dump)) {
+    for (const auto& [at, bytes] : check_bytes(rows, dump)) {
+      const uint32_t step = at;
       CAPTURE(step);
       CHECK(bytes.gdn_written == state);
       CHECK(bytes.kv_written == info.at("kv_bytes_per_position").get<uint64_t>());
