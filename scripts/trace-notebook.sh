@@ -2,7 +2,8 @@
 # Executes docs/notebooks/trace.ipynb on a trace of synthetic:tiny from the threaded executor,
 # exported first with build/host/spindle, and fails when the notebook fails or leaves one of its
 # PNG files out. The notebook's packages (scripts/requirements-notebook.txt) live in a virtual
-# environment made once per machine under ~/.cache/spindle, and made again when that list changes.
+# environment made once per machine under ~/.cache/spindle ($XDG_CACHE_HOME/spindle where that is
+# set), and made again when that list changes.
 #   bash scripts/trace-notebook.sh [OUT_DIR]   # default build/trace-notebook: the table, the PNGs
 set -euo pipefail
 cd "$(dirname "$0")/.."

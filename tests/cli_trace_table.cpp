@@ -166,6 +166,7 @@ TEST_CASE("trace export --csv writes a row per traced task run with the bytes it
     CHECK(e.at("args").at("step") == row.step);
     CHECK(e.at("args").at("stage") == row.stage);
     CHECK(e.at("cat") == row.op);
+    CHECK(e.at("name") == row.op + (row.layer < 0 ? "" : " L" + std::to_string(row.layer)));
     CHECK(e.at("tid") == row.worker);
     CHECK(e.at("ts").get<double>() == row.start_ns / 1e3);
     CHECK(e.at("dur").get<double>() == (row.end_ns - row.start_ns) / 1e3);
