@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev
           libssl-dev libvulkan-dev glslc mesa-vulkan-drivers python3
+          python3-venv  # the trace notebook's environment (scripts/trace-notebook.sh)
           libpcre2-dev libutf8proc-dev  # the tokenizer's split regex and NFC normalizer (docs/tokenizer.md)
           clang libclang-rt-dev)  # the ASan + UBSan build and libFuzzer (docs/fuzzing.md)
 missing=()

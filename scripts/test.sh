@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole CPU test suite: build, every CTest test, then the executor tests again under
-# ThreadSanitizer, the CPU tests under ASan + UBSan, and each fuzz harness for a minute
-# (docs/fuzzing.md). GPU tests are in scripts/gpu-test.sh and run on the GPU machine.
+# The whole CPU test suite: build, every CTest test, the trace notebook on a trace of the threaded
+# executor (scripts/trace-notebook.sh), then the executor tests again under ThreadSanitizer, the
+# CPU tests under ASan + UBSan, and each fuzz harness for a minute (docs/fuzzing.md). GPU tests
+# are in scripts/gpu-test.sh and run on the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" -LE gpu
+bash scripts/trace-notebook.sh
 
 cmake -S . -B build-tsan -G Ninja -DSPINDLE_SANITIZE_THREAD=ON -DSPINDLE_CUDA=OFF -DSPINDLE_BENCH=OFF >/dev/null
 cmake --build build-tsan -j"$(nproc)" --target spindle_executors_tests

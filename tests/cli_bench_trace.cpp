@@ -56,7 +56,7 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   const json& e = j["traceEvents"][0];
   CHECK(e.at("ph") == "X");
   CHECK(e.at("dur").get<double>() >= 0);
-  CHECK(spindle::test::slurp(csv).rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n", 0) == 0);
+  CHECK(spindle::test::slurp(csv).rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns,", 0) == 0);
   CHECK(r.out_has("bubble fraction"));
   CHECK(r.out_has("gemv"));
   // "steps: N, median U us a step (traced); weights, K/V and recurrent state moved at G GB/s, P% of the ceiling (C GB/s, …"

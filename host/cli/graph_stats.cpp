@@ -7,7 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "ops/attention.h"
+#include "tasks/gdn_shape.h"
 #include "tasks/op_decls.h"
+#include "tasks/operand_check.h"
 
 namespace spindle::cli {
 namespace {
@@ -94,6 +97,75 @@ uint64_t kv_bytes_per_position(const Graph& g) {
   for (uint32_t v : caches)
     bytes += uint64_t(g.views[v].rows) * g.views[v].cols * sp_dtype_bytes(g.views[v].dtype);
   return g.params.context ? bytes / g.params.context : 0;
+}
+
+namespace {
+
+uint64_t row_bytes(const SpView& v) { return uint64_t(v.cols) * sp_dtype_bytes(v.dtype); }
+uint64_t whole_bytes(const SpView& v) { return view_elements(v) * sp_dtype_bytes(v.dtype); }
+
+// ATTENTION's tiles (unit * chunks + chunk): each reads its kv head's K and V rows of its chunk's
+// positions before `position`; the first q-head split's tile whose chunk holds the position
+// appends the K and V rows there.
+TaskBytes attention_bytes(const Graph& g, const SpTask& t, uint32_t position) {
+  const SpGraphParams& p = g.params;
+  const uint64_t kv_row = row_bytes(g.views[t.operand[3]]);
+  TaskBytes b{whole_bytes(g.views[t.operand[1]]) + whole_bytes(g.views[t.operand[2]]), 0};
+  for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
+    const uint32_t unit = tile / p.attn_chunks;
+    const PositionRange r = chunk_positions(position + 1, p.attn_chunks, tile % p.attn_chunks);
+    const bool holds_position = r.begin < r.end && r.end == position + 1;
+    b.read += 2 * kv_row * (r.end - r.begin - (holds_position ? 1 : 0));
+    if (holds_position && unit % p.attn_q_splits == 0) b.written += 2 * kv_row;
+  }
+  return b;
+}
+
+// GDN: every record reads and writes its state rows; a record that runs whole heads, or its
+// gang's rank 0, also reads each head's conv windows (the head's v channels and its key head's q
+// and k channels: their weights and rings), gate and norm weights, and writes the newest input of
+// its v channels' rings, and of the q and k channels' when it is its key head's first.
+TaskBytes gdn_bytes(const Graph& g, const SpTask& t) {
+  const GdnShape s = gdn_shape(t, g.views.data());
+  const uint64_t state_rows = uint64_t(t.tile_end - t.tile_begin) * row_bytes(g.views[t.operand[6]]);
+  TaskBytes b{state_rows, state_rows};
+  if (s.width > 1 && t.gang_rank != 0) return b;
+  const uint64_t conv_w = row_bytes(g.views[t.operand[1]]), ring = row_bytes(g.views[t.operand[5]]),
+                 input = sp_dtype_bytes(g.views[t.operand[5]].dtype), group = s.Hv / s.Hk;
+  for (uint32_t h = s.head; h < s.head + s.heads; ++h) {
+    b.read += (2 * s.dk + s.dv) * (conv_w + ring) + sp_dtype_bytes(g.views[t.operand[2]].dtype) +
+              sp_dtype_bytes(g.views[t.operand[3]].dtype) + whole_bytes(g.views[t.operand[4]]);
+    b.written += (s.dv + (h % group == 0 ? 2 * s.dk : 0)) * input;
+  }
+  return b;
+}
+
+}  // namespace
+
+TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position) {
+  auto view = [&](uint32_t k) -> const SpView& { return g.views[t.operand[k]]; };
+  auto vector = [&](uint32_t k) { return t.operand[k] == SP_NO_VIEW ? 0 : whole_bytes(view(k)); };
+  const uint64_t tiles = t.tile_end - t.tile_begin;
+  const OpDecl* decl = op_decl(t.op);
+  const uint64_t routed = decl && decl->routed_weight_bytes ? decl->routed_weight_bytes(g, t) : 0;
+  switch (t.op) {
+    case SP_OP_EMBED: return {tiles * sp_dtype_bytes(view(0).dtype), 0};  // the token's row, its columns
+    case SP_OP_GEMV: return {tiles * row_bytes(view(0)) + vector(2), 0};
+    case SP_OP_GEMV_PIECE: return {tiles * row_bytes(view(0)), 0};
+    case SP_OP_GATE_UP: return {tiles * (row_bytes(view(0)) + row_bytes(view(1))) + vector(3), 0};
+    case SP_OP_ROUTER: return {tiles * row_bytes(view(0)) + vector(2), 0};
+    case SP_OP_MLP:  // its gate and up rows, down's columns of them, the norm
+      return {tiles * (row_bytes(view(0)) + row_bytes(view(1)) + view(2).rows * sp_dtype_bytes(view(2).dtype)) +
+                  vector(4),
+              0};
+    case SP_OP_EXPERT_GATE_UP: return {routed + vector(2), 0};
+    case SP_OP_EXPERT_DOWN: return {routed, 0};
+    case SP_OP_EXPERT_DOWN_SHARED: return {routed + tiles * row_bytes(view(5)), 0};
+    case SP_OP_ATTENTION:
+    case SP_OP_GATED_ATTENTION: return attention_bytes(g, t, position);
+    case SP_OP_GDN: return gdn_bytes(g, t);
+    default: return {};  // SAMPLE: logits and step state
+  }
 }
 
 }  // namespace spindle::cli

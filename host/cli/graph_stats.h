@@ -27,4 +27,16 @@ uint64_t recurrent_state_bytes(const Graph& g);
 // rows, and the recurrent state read and written.
 double step_bytes(const Graph& g, double kv_rows);
 
+// What one run of a task moves of those bytes at the step's `position`: the weights its tiles
+// read (their rows of each matrix, the routed experts' rows, and the vectors such as norm
+// weights it reads whole), the K/V rows before the position that its attention tiles read and
+// the row at the position that it appends, and the recurrent state rows its tiles read and
+// write back with the conv windows of their channels. Activations, partials and the step
+// state, a few KiB that stay in cache, are not counted. A vector or K/V row that several
+// tasks read counts in each, so a stage's sum may exceed its share of step_bytes.
+struct TaskBytes {
+  uint64_t read = 0, written = 0;
+};
+TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position);
+
 }  // namespace spindle::cli

@@ -1,9 +1,10 @@
 // spindle trace export: run a few decode steps with per-task tracing, write the trace as
-// Chrome/Perfetto JSON and as CSV (one row per task run, for pandas), and print a per-op
+// Chrome/Perfetto JSON and as a table for notebooks (host/cli/trace_table.h), and print a per-op
 // summary (time, waiting, the bubble fraction) and the steps' achieved bandwidth against the
 // ceiling measured in the same run.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "host/cli/graph_stats.h"
 #include "host/cli/options.h"
 #include "host/cli/session.h"
+#include "host/cli/trace_table.h"
 #include "host/decode.h"
 #include "tasks/error.h"
 
@@ -66,18 +68,6 @@ void write_chrome_trace(const Graph& g, const std::vector<TaskTrace>& tr, const 
   std::ofstream f = open_output(path, "--out");
   f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
   close_output(f, path, "--out");
-}
-
-void write_csv(const Graph& g, const std::vector<TaskTrace>& tr, const std::string& path) {
-  std::ofstream f = open_output(path, "--csv");
-  f << "step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns\n";
-  for (const TaskTrace& t : tr) {
-    const SpTask& task = g.tasks[t.task];
-    f << t.step << ',' << t.task << ',' << sp_opcode_name(task.op) << ','
-      << (task.layer == 0xFFFFFFFFu ? -1 : int64_t(task.layer)) << ',' << g.counter_names[task.signal_counter] << ','
-      << t.worker << ',' << t.start_ns << ',' << t.end_ns << ',' << t.wait_ns << '\n';
-  }
-  close_output(f, path, "--csv");
 }
 
 // Where the trace names each worker's SM (Vulkan on NVIDIA): the distinct workers and SMs its
@@ -163,7 +153,20 @@ void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint
               spans.size(), median(us), achieved, 100 * achieved / ceiling.gbs, ceiling.gbs, ceiling.what.c_str());
 }
 
+// Refuses a --csv whose table or metadata would be written over --out.
+void check_distinct_outputs(const TraceFlags& f) {
+  if (f.csv.empty()) return;
+  const auto same = [](const std::string& a, const std::string& b) {
+    return std::filesystem::absolute(a).lexically_normal() == std::filesystem::absolute(b).lexically_normal();
+  };
+  for (const std::string& path : {f.csv, trace_meta_path(f.csv)})
+    if (same(path, f.out))
+      throw Error("--out '" + f.out + "' is also where --csv '" + f.csv + "' writes " +
+                  (path == f.csv ? "its table" : "its metadata") + ": name another file");
+}
+
 void export_trace(const TraceFlags& f) {
+  check_distinct_outputs(f);
   const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
   BuildOptions build = f.build;
   build.context = f.context ? f.context
@@ -181,7 +184,20 @@ void export_trace(const TraceFlags& f) {
   if (tr.empty()) throw Error("the executor recorded no trace");
   write_chrome_trace(session->graph, tr, f.out);
   std::fprintf(stderr, "spindle: wrote %zu task records to %s\n", tr.size(), f.out.c_str());
-  if (!f.csv.empty()) write_csv(session->graph, tr, f.csv);
+  if (!f.csv.empty()) {
+    const nlohmann::json meta = {{"format_version", 1},
+                                 {"model", f.model},
+                                 {"executor", ex->describe()},
+                                 {"workers", ex->worker_count()},
+                                 {"ceiling_gbs", ceiling.gbs},
+                                 {"ceiling", ceiling.what},
+                                 {"first_position", f.position},
+                                 {"prompt_tokens", prompt.size()},
+                                 {"new_tokens", f.tokens},
+                                 {"context", session->graph.params.context}};
+    write_trace_table(session->graph, tr, f.position, meta, f.csv, "--csv");
+    std::fprintf(stderr, "spindle: wrote the table to %s and %s\n", f.csv.c_str(), trace_meta_path(f.csv).c_str());
+  }
   print_summary(session->graph, tr, ex->worker_count());
   print_step_bandwidth(session->graph, tr, f.position, ceiling);
 }
@@ -194,8 +210,8 @@ void add_trace_command(CLI::App& app) {
   auto f = std::make_shared<TraceFlags>();
   CLI::App* cmd = trace->add_subcommand(
       "export",
-      "Decode with per-task tracing; write Chrome/Perfetto JSON (and CSV), print a per-op summary and the steps' "
-      "achieved bandwidth against the measured ceiling");
+      "Decode with per-task tracing; write Chrome/Perfetto JSON (and a CSV table for notebooks), print a per-op "
+      "summary and the steps' achieved bandwidth against the measured ceiling");
   add_model_option(*cmd, f->model);
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--prompt-ids,-p", f->prompt_ids, "prompt token ids, comma-separated")->capture_default_str();
@@ -203,7 +219,10 @@ void add_trace_command(CLI::App& app) {
   cmd->add_option("--out,-o", f->out, "Chrome/Perfetto trace JSON to write")
       ->capture_default_str()
       ->check(output_file());
-  cmd->add_option("--csv", f->csv, "also write one CSV row per task run (for pandas)")->check(output_file());
+  cmd->add_option("--csv", f->csv,
+                  "also write one CSV row per task run with the bytes it moved, and beside it (NAME.meta.json for "
+                  "NAME.csv) the export's model, executor and ceiling: docs/trace-format.md, docs/notebooks/trace.ipynb")
+      ->check(output_file());
   cmd->add_option("--position", f->position,
                   "position of the prompt's first token; the KV rows before it hold zeros (as in bench --positions): "
                   "a trace at a long context without decoding up to it")
