@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole CPU test suite: build, every CTest test, the trace notebook on a trace of the threaded
 # executor (scripts/trace-notebook.sh), then the executor tests again under ThreadSanitizer, the
-# CPU tests under ASan + UBSan, and each fuzz harness for a minute (docs/fuzzing.md). GPU tests
+# CPU tests under ASan + UBSan, and each fuzz harness for 30 seconds (docs/fuzzing.md). GPU tests
 # are in scripts/gpu-test.sh and run on the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +23,4 @@ done
 # space for ASan's shadow memory.
 ./build-asan/tests/spindle_executors_tests -tce='qwen3-0.6b*'
 ./build-asan/tests/spindle_cli_tests -tce='a worker thread the system cannot start*'
-bash scripts/fuzz.sh 60
+bash scripts/fuzz.sh 30
