@@ -11,6 +11,7 @@
 #include "host/files.h"
 #include "host/models/family.h"
 #include "host/models/tensor_names.h"
+#include "host/progress.h"
 #include "host/safetensors.h"
 #include "ops/bf16.h"
 #include "tasks/error.h"
@@ -156,11 +157,13 @@ void add_converted_arena(ModelWeights& w, const std::vector<PendingCopy>& copies
   }
   std::shared_ptr<uint8_t[]> buffer(new uint8_t[total]);
   w.arenas.push_back({"converted to bf16", buffer, buffer.get(), total});
+  ProgressBar progress("converting " + w.source + " to bf16", total);
   for (size_t i = 0; i < copies.size(); ++i) {
     bf16* dst = reinterpret_cast<bf16*>(buffer.get() + refs[i].offset);
     for (const StoredTensor& part : copies[i].parts) {
       convert_to_bf16(part.src, part.dtype, elements(part.shape), dst);
       dst += elements(part.shape);
+      progress.add(elements(part.shape) * sizeof(bf16));
     }
     w.tensors[copies[i].name] = std::move(refs[i]);
   }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "host/files.h"
+#include "host/progress.h"
 #include "host/utf8.h"
 #include "tasks/error.h"
 
@@ -231,8 +232,11 @@ void write_safetensors(const std::filesystem::path& path,
   if (!out) throw Error(path.string() + ": cannot create file");
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(text.data(), std::streamsize(text.size()));
-  for (const SafetensorsEntry& t : tensors)
+  ProgressBar progress("writing " + path.string(), offset);
+  for (const SafetensorsEntry& t : tensors) {
     out.write(static_cast<const char*>(t.data), std::streamsize(t.bytes));
+    progress.add(t.bytes);
+  }
   out.close();
   if (!out) throw Error(path.string() + ": write failed (disk full?)");
 }

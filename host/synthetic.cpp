@@ -7,6 +7,7 @@
 
 #include "host/checkpoint.h"
 #include "host/models/tensor_names.h"
+#include "host/progress.h"
 #include "host/synthetic_values.h"
 #include "tasks/error.h"
 
@@ -127,7 +128,7 @@ struct Job {
   uint64_t begin, end;
 };
 
-void run_jobs(const std::vector<Job>& jobs, uint64_t seed, uint8_t* arena) {
+void run_jobs(const std::vector<Job>& jobs, uint64_t seed, uint8_t* arena, ProgressBar& progress) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) {
@@ -138,6 +139,7 @@ void run_jobs(const std::vector<Job>& jobs, uint64_t seed, uint8_t* arena) {
       for (uint64_t i = job.begin; i < values_end; ++i)
         out[i] = synth::value(seed, t.key, i, t.init.scale, t.init.offset);
       for (uint64_t i = std::max(job.begin, t.elements); i < job.end; ++i) out[i] = 0;
+      progress.add((job.end - job.begin) * sizeof(bf16));
     }
   };
   size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
@@ -227,7 +229,8 @@ ModelWeights make_synthetic(const std::string& preset, uint64_t seed, SyntheticF
   std::vector<Job> jobs;
   for (const SyntheticTensor& t : plan.tensors)
     for (uint64_t begin = 0; begin < t.span; begin += kChunk) jobs.push_back({&t, begin, std::min(begin + kChunk, t.span)});
-  run_jobs(jobs, seed, buffer.get());
+  ProgressBar progress("generating " + w.source, plan.arena_bytes);
+  run_jobs(jobs, seed, buffer.get(), progress);
   return w;
 }
 
