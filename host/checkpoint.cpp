@@ -308,14 +308,14 @@ ModelWeights load_checkpoint(const fs::path& dir) {
   return w;
 }
 
-void write_hf_checkpoint(const ModelWeights& w, const fs::path& dir) {
+std::vector<fs::path> write_hf_checkpoint(const ModelWeights& w, const fs::path& dir) {
   if (!w.in_host_memory())
     throw Error("cannot write " + w.source + " as a checkpoint: its weights are not in host memory");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(dir.string() + ": cannot create the directory: " + ec.message());
+  const fs::path config_path = dir / "config.json", weights_path = dir / kSingleFile;
   {
-    fs::path config_path = dir / "config.json";
     std::ofstream out(config_path);
     out << config_to_json(w.config).dump(2) << "\n";
     if (!out) throw Error(config_path.string() + ": write failed");
@@ -327,7 +327,8 @@ void write_hf_checkpoint(const ModelWeights& w, const fs::path& dir) {
     entries.push_back({name, DType::BF16, ref.shape, arena.data + ref.offset,
                        ref.elements() * sizeof(bf16)});
   }
-  write_safetensors(dir / kSingleFile, entries);
+  write_safetensors(weights_path, entries);
+  return {config_path, weights_path};
 }
 
 }  // namespace spindle

@@ -29,7 +29,8 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
 ModelWeights load_checkpoint(const std::filesystem::path& dir);
 
 // Writes `w` as an HF checkpoint: config.json and one bf16 model.safetensors, lm_head left out
-// when tied. load_checkpoint(dir) gives back bit-identical tensors.
-void write_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir);
+// when tied, and returns the paths of the files written. load_checkpoint(dir) gives back
+// bit-identical tensors.
+std::vector<std::filesystem::path> write_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir);
 
 }  // namespace spindle

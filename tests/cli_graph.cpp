@@ -1,6 +1,7 @@
 // spindle graph, info and synth on the tiny synthetic models.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -51,6 +52,19 @@ TEST_CASE("graph save, then graph dump --graph, gives the dump of the model") {
   CHECK(j.at("tasks").size() == g.tasks.size());
   CHECK(j.at("tasks")[0].at("op") == "embed");
   CHECK(j.at("tasks").back().at("op") == "sample");
+}
+
+TEST_CASE("graph save --json reports the file written: its path, model, tasks, counters, context and bytes") {
+  ScratchDir dir;
+  const std::string file = (dir.path / "tiny.sptg").string();
+  const json j = spindle::test::run_json("graph save --model synthetic:tiny --context 32 --out " + file);
+  const spindle::Graph g = spindle::load_graph(file);
+  CHECK(j.at("path") == file);
+  CHECK(j.at("model") == "synthetic:tiny");
+  CHECK(j.at("tasks") == g.tasks.size());
+  CHECK(j.at("counters") == g.num_counters());
+  CHECK(j.at("context") == 32);
+  CHECK(j.at("bytes") == std::filesystem::file_size(file));
 }
 
 TEST_CASE("graph dump --out writes the JSON to a file") {
@@ -263,4 +277,25 @@ TEST_CASE("synth writes a checkpoint that decodes like the preset") {
     return json::parse(r.out).at("md5").get<std::string>();
   };
   CHECK(md5(ckpt) == md5("synthetic:tiny"));
+}
+
+TEST_CASE("synth --json names the directory, the preset and seed, the weights' bytes and each file written") {
+  ScratchDir dir;
+  const std::filesystem::path ckpt = dir.path / "tiny";
+  const json j = spindle::test::run_json("synth tiny --seed 7 --out " + ckpt.string());
+  CHECK(j.at("directory") == ckpt.string());
+  CHECK(j.at("preset") == "tiny");
+  CHECK(j.at("seed") == 7);
+  std::set<std::string> listed;
+  for (const auto& entry : std::filesystem::directory_iterator(ckpt)) listed.insert(entry.path().string());
+  std::set<std::string> reported;
+  for (const json& file : j.at("files")) {
+    const std::string path = file.at("path");
+    reported.insert(path);
+    CHECK(file.at("bytes") == std::filesystem::file_size(path));
+  }
+  CHECK(reported == listed);
+  CHECK(reported == std::set<std::string>{(ckpt / "config.json").string(), (ckpt / "model.safetensors").string()});
+  // The checkpoint read back holds the bytes reported.
+  CHECK(j.at("weight_bytes") == json::parse(run_cli("info --json --model " + ckpt.string()).out).at("weight_bytes"));
 }

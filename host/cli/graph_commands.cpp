@@ -1,4 +1,5 @@
 // spindle graph dump | save: a decode graph as JSON, or saved as a .sptg file.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -17,6 +18,7 @@ struct GraphFlags {
   std::string model;
   GraphSource graph;  // save: built for the model; dump: that, or a saved graph
   std::string out;
+  bool json = false;  // save: print what was written as JSON
 };
 
 Graph build_graph(const GraphFlags& f) {
@@ -39,8 +41,16 @@ void dump(const GraphFlags& f) {
 }
 
 void save(const GraphFlags& f) {
-  save_graph(f.out, build_graph(f));
+  const Graph g = build_graph(f);
+  save_graph(f.out, g);
   std::cerr << "spindle: wrote " << f.out << "\n";
+  if (!f.json) return;
+  print_json({{"path", f.out},
+              {"model", f.model},
+              {"tasks", g.tasks.size()},
+              {"counters", g.num_counters()},
+              {"context", g.params.context},
+              {"bytes", std::filesystem::file_size(f.out)}});
 }
 
 // Returns the options that build the graph (all but --model).
@@ -71,6 +81,7 @@ void add_graph_commands(CLI::App& app) {
   CLI::App* save_cmd = graph->add_subcommand("save", "Build a model's graph and save it (.sptg)");
   add_build_options(*save_cmd, *s);
   save_cmd->add_option("--out,-o", s->out, "the .sptg file to write")->required()->check(output_file());
+  save_cmd->add_flag("--json", s->json, "print {path, model, tasks, counters, context, bytes} of the file written");
   save_cmd->callback([s] { save(*s); });
 }
 

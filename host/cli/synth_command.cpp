@@ -1,6 +1,9 @@
 // spindle synth: write a synthetic preset out as a Hugging Face checkpoint.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "host/checkpoint.h"
 #include "host/cli/commands.h"
@@ -14,6 +17,7 @@ struct SynthFlags {
   std::string preset;
   uint64_t seed = 0;
   std::string out;
+  bool json = false;
 };
 
 void synth(const SynthFlags& f) {
@@ -22,8 +26,19 @@ void synth(const SynthFlags& f) {
   const ModelWeights w = make_synthetic(f.preset, f.seed);
   std::fprintf(stderr, "spindle: writing %.2f GB to %s ...\n", double(w.total_bytes()) / 1e9,
                f.out.c_str());
-  write_hf_checkpoint(w, f.out);
-  std::printf("%s\n", f.out.c_str());
+  const std::vector<std::filesystem::path> written = write_hf_checkpoint(w, f.out);
+  if (!f.json) {
+    std::printf("%s\n", f.out.c_str());
+    return;
+  }
+  nlohmann::json files = nlohmann::json::array();
+  for (const std::filesystem::path& p : written)
+    files.push_back({{"path", p.string()}, {"bytes", std::filesystem::file_size(p)}});
+  print_json({{"directory", f.out},
+              {"preset", f.preset},
+              {"seed", f.seed},
+              {"weight_bytes", w.total_bytes()},
+              {"files", files}});
 }
 
 std::string preset_names() {
@@ -44,6 +59,8 @@ void add_synth_command(CLI::App& app) {
       ->required()
       ->check(output_directory());
   cmd->add_option("--seed", f->seed, "the weights' seed")->capture_default_str();
+  cmd->add_flag("--json", f->json,
+                "print {directory, preset, seed, weight_bytes, files: [{path, bytes}]} instead of the directory alone");
   cmd->callback([f] { synth(*f); });
 }
 
