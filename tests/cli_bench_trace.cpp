@@ -105,6 +105,41 @@ TEST_CASE("trace export writes Chrome trace JSON, CSV, and a per-op summary") {
   CHECK(std::abs(us - step_us[2]) <= 0.051);
 }
 
+TEST_CASE("trace export --json gives the per-op summary and the bandwidth, matching the trace written") {
+  ScratchDir dir;
+  const auto trace = dir.path / "t.json";
+  const json j = spindle::test::run_json("trace export --model synthetic:tiny -n 2 -w 2 -e threaded --copy-gib 0.0625 -o " +
+                                         trace.string());
+  const json events = json::parse(spindle::test::slurp(trace)).at("traceEvents");
+  CHECK(j.at("trace") == trace.string());
+  CHECK(j.at("csv").is_null());
+  CHECK(j.at("records") == events.size());
+  std::map<std::string, std::pair<uint64_t, double>> by_op;  // op -> (runs, busy us) from the trace
+  for (const json& e : events) {
+    auto& [runs, busy_us] = by_op[e.at("cat").get<std::string>()];
+    ++runs;
+    busy_us += e.at("dur").get<double>();
+  }
+  REQUIRE(j.at("ops").size() == by_op.size());
+  double shares = 0;
+  for (const auto& [op, totals] : by_op) {
+    CAPTURE(op);
+    const json& o = j.at("ops").at(op);
+    CHECK(o.at("runs") == totals.first);
+    CHECK(o.at("busy_us").get<double>() == doctest::Approx(totals.second).epsilon(1e-9));
+    shares += o.at("busy_fraction").get<double>();
+  }
+  CHECK(shares == doctest::Approx(1));
+  CHECK(j.at("workers") == 2);
+  CHECK(j.at("sm_placement").is_null());  // the threaded executor names no SMs
+  CHECK(j.at("steps") == 5);  // one a prompt token (the 4th samples the first new one), then the first new token's
+  CHECK(j.at("ceiling_gbs").get<double>() > 0);
+  CHECK(j.at("fraction_of_ceiling").get<double>() ==
+        doctest::Approx(j.at("achieved_gbs").get<double>() / j.at("ceiling_gbs").get<double>()));
+  const double bubble = j.at("bubble_fraction");
+  CHECK((bubble >= 0 && bubble < 1));
+}
+
 TEST_CASE("bench and trace export refuse a ceiling copy outside 1 MiB to 64 GiB") {
   for (const std::string command : {"bench --model synthetic:tiny --copy-gib 0", "trace export --model synthetic:tiny --copy-gib 65"}) {
     CAPTURE(command);

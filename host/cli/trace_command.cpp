@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ struct TraceFlags {
   uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
   BuildOptions build;     // the tiling options
   double copy_gib = 1;    // the copy that measures the ceiling
+  bool json = false;
 };
 
 std::string task_label(const Graph& g, uint32_t task) {
@@ -74,7 +76,12 @@ void write_chrome_trace(const Graph& g, const std::vector<TaskTrace>& tr, const 
 // records name, the distinct (worker, SM) pairs (each dispatch places its workgroups afresh, so
 // a worker may run on several SMs over the run), and the most workers holding a task (from
 // its claim to its end) at one moment on one SM: above 1, the driver put workers together.
-void print_sm_placement(const std::vector<TaskTrace>& tr) {
+struct SmPlacement {
+  size_t workers = 0, sms = 0, pairs = 0;
+  int most_on_one_sm = 0;
+};
+
+std::optional<SmPlacement> sm_placement(const std::vector<TaskTrace>& tr) {
   std::set<uint32_t> workers, sms;
   std::set<std::pair<uint32_t, uint32_t>> pairs;
   std::map<uint32_t, std::vector<std::pair<uint64_t, int>>> edges;  // SM -> (time, +1 claim or -1 end)
@@ -86,51 +93,74 @@ void print_sm_placement(const std::vector<TaskTrace>& tr) {
     edges[t.sm].push_back({t.start_ns - t.wait_ns, +1});
     edges[t.sm].push_back({t.end_ns, -1});
   }
-  if (workers.empty()) return;
+  if (workers.empty()) return std::nullopt;
   int most = 0;
   for (auto& [sm, e] : edges) {
     std::sort(e.begin(), e.end());  // at one time, ends before claims: a worker's tasks do not overlap
     int holding = 0;
     for (const auto& [at, change] : e) most = std::max(most, holding += change);
   }
-  std::printf("SMs: %zu workers on %zu SMs (%zu worker-SM pairs over the run's dispatches); "
-              "at most %d workers holding a task at once on one SM\n",
-              workers.size(), sms.size(), pairs.size(), most);
+  return SmPlacement{workers.size(), sms.size(), pairs.size(), most};
 }
 
 // Per op: runs, busy time, waiting. Bubble fraction: the share of workers × span in which no
 // task ran (waiting, fetching, idle).
-void print_summary(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t workers) {
-  struct OpTotals {
-    uint64_t runs = 0, busy_ns = 0, wait_ns = 0;
-  };
+struct OpTotals {
+  uint64_t runs = 0, busy_ns = 0, wait_ns = 0;
+};
+
+struct TraceSummary {
   std::map<std::string, OpTotals> ops;
-  uint64_t first = UINT64_MAX, last = 0, busy = 0;
+  uint64_t busy_ns = 0;
+  double span_ns = 0;
+  uint32_t workers = 0;
+  double bubble_fraction = 0;
+  std::optional<SmPlacement> placement;
+};
+
+TraceSummary summarize(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t workers) {
+  TraceSummary s;
+  uint64_t first = UINT64_MAX, last = 0;
   for (const TaskTrace& t : tr) {
-    OpTotals& o = ops[sp_opcode_name(g.tasks[t.task].op)];
+    OpTotals& o = s.ops[sp_opcode_name(g.tasks[t.task].op)];
     ++o.runs;
     o.busy_ns += t.end_ns - t.start_ns;
     o.wait_ns += t.wait_ns;
     first = std::min(first, t.start_ns - t.wait_ns);
     last = std::max(last, t.end_ns);
-    busy += t.end_ns - t.start_ns;
+    s.busy_ns += t.end_ns - t.start_ns;
     workers = std::max(workers, t.worker + 1);  // CUDA records the SM, which may exceed the blocks
   }
+  s.span_ns = double(last - first);
+  s.workers = workers;
+  s.bubble_fraction = s.span_ns > 0 ? 1.0 - double(s.busy_ns) / (s.span_ns * workers) : 0.0;
+  s.placement = sm_placement(tr);
+  return s;
+}
+
+double busy_share(const OpTotals& o, const TraceSummary& s) { return s.busy_ns ? double(o.busy_ns) / s.busy_ns : 0.0; }
+
+void print_summary(const TraceSummary& s) {
   std::printf("%-14s %8s %12s %12s %8s\n", "op", "runs", "busy us", "waiting us", "busy %");
-  for (const auto& [name, o] : ops)
+  for (const auto& [name, o] : s.ops)
     std::printf("%-14s %8llu %12.1f %12.1f %7.1f%%\n", name.c_str(), (unsigned long long)o.runs, o.busy_ns / 1e3,
-                o.wait_ns / 1e3, busy ? 100.0 * o.busy_ns / busy : 0.0);
-  const double span = double(last - first);
-  std::printf("span %.1f us over %u workers; bubble fraction %.3f\n", span / 1e3, workers,
-              span > 0 ? 1.0 - double(busy) / (span * workers) : 0.0);
-  print_sm_placement(tr);
+                o.wait_ns / 1e3, 100.0 * busy_share(o, s));
+  std::printf("span %.1f us over %u workers; bubble fraction %.3f\n", s.span_ns / 1e3, s.workers, s.bubble_fraction);
+  if (const auto& p = s.placement)
+    std::printf("SMs: %zu workers on %zu SMs (%zu worker-SM pairs over the run's dispatches); "
+                "at most %d workers holding a task at once on one SM\n",
+                p->workers, p->sms, p->pairs, p->most_on_one_sm);
 }
 
 // A step's time, from the step before's last end to its own (the run's first step: from its
 // first claim), as a persistent kernel's steps overlap; the bytes it reads, every weight and
 // the K/V rows 0..its position, the recurrent state read and written; so its achieved bandwidth. Medians over the steps.
-void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t first_position,
-                          const Ceiling& ceiling) {
+struct StepBandwidth {
+  size_t steps = 0;
+  double median_us = 0, achieved_gbs = 0;
+};
+
+StepBandwidth step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint32_t first_position) {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> spans;  // step -> (first claim, last end)
   for (const TaskTrace& t : tr) {
     auto& [claim, end] = spans.try_emplace(t.step, t.start_ns - t.wait_ns, t.end_ns).first->second;
@@ -147,10 +177,35 @@ void print_step_bandwidth(const Graph& g, const std::vector<TaskTrace>& tr, uint
     us.push_back(ns / 1e3);
     gbs.push_back(bytes / ns);  // bytes a ns: GB/s
   }
-  const double achieved = median(gbs);
+  return {spans.size(), median(us), median(gbs)};
+}
+
+void print_step_bandwidth(const StepBandwidth& b, const Ceiling& ceiling) {
   std::printf("steps: %zu, median %.1f us a step (traced); weights, K/V and recurrent state moved at %.1f GB/s, %.1f%% of the "
               "ceiling (%.0f GB/s, %s, median)\n",
-              spans.size(), median(us), achieved, 100 * achieved / ceiling.gbs, ceiling.gbs, ceiling.what.c_str());
+              b.steps, b.median_us, b.achieved_gbs, 100 * b.achieved_gbs / ceiling.gbs, ceiling.gbs, ceiling.what.c_str());
+}
+
+nlohmann::json summary_json(const TraceSummary& s, const StepBandwidth& b, const Ceiling& ceiling) {
+  nlohmann::json ops = nlohmann::json::object();
+  for (const auto& [name, o] : s.ops)
+    ops[name] = {{"runs", o.runs}, {"busy_us", o.busy_ns / 1e3}, {"waiting_us", o.wait_ns / 1e3},
+                 {"busy_fraction", busy_share(o, s)}};
+  nlohmann::json placement = nullptr;
+  if (const auto& p = s.placement)
+    placement = {{"workers", p->workers}, {"sms", p->sms}, {"worker_sm_pairs", p->pairs},
+                 {"most_workers_on_one_sm", p->most_on_one_sm}};
+  return {{"ops", ops},
+          {"span_us", s.span_ns / 1e3},
+          {"workers", s.workers},
+          {"bubble_fraction", s.bubble_fraction},
+          {"sm_placement", placement},
+          {"steps", b.steps},
+          {"step_us_median", b.median_us},
+          {"achieved_gbs", b.achieved_gbs},
+          {"ceiling_gbs", ceiling.gbs},
+          {"ceiling", ceiling.what},
+          {"fraction_of_ceiling", b.achieved_gbs / ceiling.gbs}};
 }
 
 // Refuses a --csv whose table or metadata would be written over --out.
@@ -198,8 +253,19 @@ void export_trace(const TraceFlags& f) {
     write_trace_table(session->graph, tr, f.position, meta, f.csv, "--csv");
     std::fprintf(stderr, "spindle: wrote the table to %s and %s\n", f.csv.c_str(), trace_meta_path(f.csv).c_str());
   }
-  print_summary(session->graph, tr, ex->worker_count());
-  print_step_bandwidth(session->graph, tr, f.position, ceiling);
+  const TraceSummary summary = summarize(session->graph, tr, ex->worker_count());
+  const StepBandwidth bandwidth = step_bandwidth(session->graph, tr, f.position);
+  if (f.json) {
+    nlohmann::json j = summary_json(summary, bandwidth, ceiling);
+    j["trace"] = f.out;
+    j["records"] = tr.size();
+    j["csv"] = f.csv.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.csv);
+    j["executor"] = ex->describe();
+    print_json(j);
+    return;
+  }
+  print_summary(summary);
+  print_step_bandwidth(bandwidth, ceiling);
 }
 
 }  // namespace
@@ -231,6 +297,10 @@ void add_trace_command(CLI::App& app) {
                      "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
   add_tiling_options(*cmd, f->build);
   add_copy_option(*cmd, f->copy_gib);
+  cmd->add_flag("--json", f->json,
+                "print the summary as JSON instead: {trace, records, csv, executor, ops: {OP: {runs, busy_us, "
+                "waiting_us, busy_fraction}}, span_us, workers, bubble_fraction, sm_placement, steps, step_us_median, "
+                "achieved_gbs, ceiling_gbs, ceiling, fraction_of_ceiling}");
   cmd->callback([f] { export_trace(*f); });
 }
 
