@@ -33,6 +33,14 @@ TEST_CASE("each command has help naming its options") {
   CHECK(run_cli("info --help").out_has("--json"));
 }
 
+TEST_CASE("every command whose output a script reads offers --json (graph dump prints JSON already)") {
+  for (const char* cmd : {"run", "tokenize", "detokenize", "gate md5", "gate kl", "graph save", "synth", "info", "bench",
+                          "trace export"}) {
+    CAPTURE(cmd);
+    CHECK(run_cli(std::string(cmd) + " --help").out_has("--json"));
+  }
+}
+
 TEST_CASE("every usage error of every command exits 2 with CLI11's message and a pointer to --help") {
   check_usage_error("", "A subcommand is required");
   check_usage_error("gate", "A subcommand is required");
