@@ -9,18 +9,19 @@
 namespace spindle {
 namespace {
 
-constexpr int kCells = 20;
+constexpr uint64_t kCells = 20;
 
 }  // namespace
 
 std::string progress_line(const std::string& label, uint64_t done, uint64_t total, double elapsed_s) {
   done = std::min(done, total);
-  const double fraction = total ? double(done) / double(total) : 1.0;
-  const int filled = int(fraction * kCells);
-  std::string line = label + " [" + std::string(size_t(filled), '#') + std::string(size_t(kCells - filled), '.') + "]";
+  // In integers, so that 29 of 100 shows 29% (0.29 * 100 in doubles is 28.999…).
+  const auto share = [&](uint64_t whole) { return total ? done * whole / total : whole; };
+  const uint64_t filled = share(kCells);
+  std::string line = label + " [" + std::string(filled, '#') + std::string(kCells - filled, '.') + "]";
   char numbers[96];
-  std::snprintf(numbers, sizeof numbers, "  %.2f / %.2f GB  %d%%", double(done) / 1e9, double(total) / 1e9,
-                int(fraction * 100));
+  std::snprintf(numbers, sizeof numbers, "  %.2f / %.2f GB  %llu%%", double(done) / 1e9, double(total) / 1e9,
+                (unsigned long long)share(100));
   line += numbers;
   if (elapsed_s > 0) {
     std::snprintf(numbers, sizeof numbers, "  %.2f GB/s", double(done) / 1e9 / elapsed_s);

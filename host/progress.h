@@ -12,7 +12,7 @@
 namespace spindle {
 
 // The bar's one line for `done` of `total` bytes after `elapsed_s` seconds, e.g.
-// "generating qwen3-8b [#########...........]  7.21 / 16.38 GB  44%  2.10 GB/s": the label,
+// "generating synthetic:qwen3-8b [########............]  7.21 / 16.38 GB  44%  2.10 GB/s": the label,
 // a 20-cell bar, the bytes in GB (10^9), the percentage rounded down and the mean rate so far
 // (the rate is left out before any time has passed). `done` above `total` is shown as `total`.
 std::string progress_line(const std::string& label, uint64_t done, uint64_t total, double elapsed_s);

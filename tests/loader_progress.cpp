@@ -14,6 +14,7 @@ TEST_CASE("the progress line shows the bar, the bytes in GB, the percentage and 
 
 TEST_CASE("the progress line rounds the bar and the percentage down, so neither shows done early") {
   CHECK(progress_line("x", 1999, 2000, 1) == "x [###################.]  0.00 / 0.00 GB  99%  0.00 GB/s");
+  CHECK(progress_line("x", 29, 100, 1) == "x [#####...............]  0.00 / 0.00 GB  29%  0.00 GB/s");
 }
 
 TEST_CASE("before any time has passed the progress line has no rate") {
