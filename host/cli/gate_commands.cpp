@@ -8,6 +8,7 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/generate.h"
+#include "host/cli/profile.h"
 #include "host/cli/session.h"
 #include "host/gates.h"
 #include "tasks/error.h"
@@ -57,7 +58,7 @@ struct KlFlags {
 
 int kl_gate(const KlFlags& f) {
   const std::vector<uint32_t> ids = parse_uint32_list(f.ids, "--ids", "token id");
-  const ExecutorOptions ours_opt = executor_options(f.executor);
+  ExecutorOptions ours_opt = executor_options(f.executor);
   ExecutorOptions ref_opt;
   if (!f.ref_executor.empty()) ref_opt.kind = parse_executor_kind(f.ref_executor);
   else if (f.ref_file.empty())
@@ -65,7 +66,11 @@ int kl_gate(const KlFlags& f) {
                 "--ref-executor fp64");
 
   BuildOptions build = f.build;
+  ExecutorOptions tuned_in_ours_opt;
+  apply_tune(f.executor.tune, &build, &tuned_in_ours_opt);
   build.context = f.context ? f.context : uint32_t(ids.size());
+  // Teacher-forced, so never the cluster program (it samples): the profile picks the cuda mode alone.
+  ours_opt = choose_profile(parse_profile(f.executor.profile), {}, build, ours_opt, f.executor.tune, false, 0).exec;
   const auto session = open_session(f.model, build);
   const Graph& graph = session->graph;
   const LogitRows ref = f.ref_file.empty()

@@ -18,7 +18,7 @@ struct GenerateFlags {
 };
 
 // --model, --prompt-ids, --max-new-tokens, --context, the tiling options, --graph and the
-// executor options.
+// executor options (--profile and --tune among them).
 void add_generate_options(CLI::App& cmd, GenerateFlags& flags);
 
 struct Generation {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/cli/profile.h"
 #include "host/cpu_executors.h"
 #include "host/vulkan_executor.h"
 #include "tasks/error.h"
@@ -140,6 +141,8 @@ std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build)
                "its two-hop build); a schedule, so the tokens' bits do not change (the fp64 executor's o_proj "
                "pieces excepted: docs/numerics.md)");
   const std::vector<CLI::Option*> all = cmd.get_options();
+  // Out of the help: --tune is their documented form (spindle tune --list).
+  for (auto o = all.begin() + std::ptrdiff_t(before); o != all.end(); ++o) (*o)->group("");
   return {all.begin() + std::ptrdiff_t(before), all.end()};
 }
 
@@ -174,6 +177,8 @@ GemvSplit parse_split(const std::string& text, const std::string& option) {
 }
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
+  add_profile_option(cmd, flags.profile);
+  add_tune_option(cmd, flags.tune, true, true);
   cmd.add_option("--executor,-e", flags.executor,
                  "auto (cuda when a GPU is usable, else threaded), sequential, fp64 (sequential "
                  "with fp64 accumulation: the KL gate's truth), threaded, cuda, or vulkan (persistent "
@@ -239,6 +244,11 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "cuda megakernel only: decode steps one launch of the persistent kernel runs (the sampler "
                  "writes each next token and position on the device); 0 = every step asked for at once")
       ->capture_default_str();
+  // Out of the help: --profile and --tune are their documented forms (spindle tune --list).
+  for (const char* name : {"--cuda-mode", "--cuda-blocks-per-sm", "--cuda-preload-kb", "--cuda-copy-ahead-kb",
+                           "--cuda-cluster", "--cuda-attn-kv-kb", "--cuda-attn-score-kb", "--cuda-l2-prefetch-distance",
+                           "--cuda-l2-prefetch-mb", "--steps-per-launch"})
+    cmd.get_option(name)->group("");
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
@@ -258,6 +268,7 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   cmd.add_option("--vk-attn-unroll", flags.vulkan.attn_unroll,
                  "vulkan only: cache positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8")
       ->capture_default_str();
+  for (const char* name : {"--vk-warps", "--vk-dot-unroll", "--vk-attn-unroll"}) cmd.get_option(name)->group("");
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {
@@ -279,6 +290,8 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;
   o.megakernel.l2_prefetch_bytes = flags.cuda_l2_prefetch_mb == "auto" ? kL2PrefetchAuto
                                                                        : std::stoull(flags.cuda_l2_prefetch_mb) << 20;
+  BuildOptions tiling_set_elsewhere;  // open_profiled_session applies the tiling knobs
+  apply_tune(flags.tune, &tiling_set_elsewhere, &o);
   return o;
 }
 

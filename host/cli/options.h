@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "host/executor.h"
+#include "host/cli/tuning.h"
 #include "host/graph_builder.h"
 
 namespace spindle::cli {
@@ -31,7 +32,8 @@ void add_copy_option(CLI::App& cmd, double& copy_gib);
 
 // --rows-per-tile, --stage-tasks, --attn-chunks, --attn-q-splits, --gdn-gang: how the graph
 // splits its stages into tasks; --o-proj-split, --down-split: how o_proj's and down's dots are
-// summed; --fused-mlp; --kv-head-waits. Returns them, for --graph to refuse.
+// summed; --fused-mlp; --kv-head-waits; all out of the help, --tune being their documented form.
+// Returns them, for --graph to refuse.
 std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build);
 
 // --graph FILE: a saved graph (.sptg) instead of one built for the model, `help` saying what the
@@ -57,6 +59,8 @@ GemvSplit parse_split(const std::string& text, const std::string& option);
 
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {
+  std::string profile = "fastest";  // resolved by open_profiled_session (host/cli/session.h)
+  TuneSettings tune;                // applied over the flags below
   std::string executor = "auto";
   uint32_t workers = ExecutorOptions{}.workers;
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
@@ -75,13 +79,14 @@ struct ExecutorFlags {
   std::string cuda_l2_prefetch_mb = "auto";  // or MiB
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
+// --profile, --tune, --executor, --workers, --schedule; out of the help, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
 // --cuda-copy-ahead-kb, --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
 // --steps-per-launch, --watchdog-ms, --device
 // and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
-// Throws spindle::Error listing the valid names for an unknown one.
+// With --tune's executor knobs applied. Throws spindle::Error listing the valid names for an
+// unknown one.
 ExecutorOptions executor_options(const ExecutorFlags& flags);
 
 // Every whole-number option of `app` and of its commands, however deep, reads its value in

@@ -4,7 +4,11 @@
 #include <cstdio>
 #include <string>
 
+#include "host/cli/profile.h"
 #include "host/replay_check.h"
+#ifdef SPINDLE_HAVE_CUDA
+#include "megakernel/cluster_program.h"
+#endif
 #include "tasks/error.h"
 #include "tasks/graph_file.h"
 
@@ -69,6 +73,40 @@ std::unique_ptr<Session> open_session(const std::string& model, const GraphSourc
                 e.what());
   }
   return s;
+}
+
+ProfiledSession open_profiled_session(const std::string& model, const GraphSource& source, const ExecutorFlags& flags,
+                                      uint64_t positions, const std::string& from, bool greedy) {
+  const Profile profile = parse_profile(flags.profile);
+  ExecutorOptions exec = executor_options(flags);
+  if (!source.file.empty()) {
+    ExecutorOptions no_exec;
+    apply_tune(flags.tune, nullptr, &no_exec, "the graph is read from --graph " + source.file);
+    if (profile == Profile::PerOp || profile == Profile::Graph)
+      exec = choose_profile(profile, {}, {}, exec, flags.tune, greedy, 0).exec;
+    std::fprintf(stderr, "spindle: profile %s: the graph read from %s, with its own tiling\n", profile_name(profile),
+                 source.file.c_str());
+    return {open_session(model, source, positions, from), exec};
+  }
+  BuildOptions build = source.build;
+  ExecutorOptions no_exec;
+  apply_tune(flags.tune, &build, &no_exec);
+  build.context = source.context ? source.context : needed_context(positions, from);
+  auto s = std::make_unique<Session>();
+  s->weights = load_weights(model);
+  ProfileChoice choice = choose_profile(profile, s->weights.config, build, exec, flags.tune, greedy, build.context);
+  s->graph = build_decode_graph(s->weights, choice.build);
+#ifdef SPINDLE_HAVE_CUDA
+  if (choice.exec.megakernel.cluster_program && !flags.tune.has("cuda-cluster"))
+    if (const std::string problem = cuda::cluster_program_problem(s->graph); !problem.empty()) {
+      choice = plain_fallback(profile, build, exec, problem);
+      s->graph = build_decode_graph(s->weights, choice.build);
+    }
+#endif
+  std::fprintf(stderr, "spindle: built the decode graph (%zu tasks, %u counters, context %u)\n", s->graph.tasks.size(),
+               s->graph.num_counters(), s->graph.params.context);
+  std::fprintf(stderr, "spindle: %s\n", choice.line.c_str());
+  return {std::move(s), choice.exec};
 }
 
 std::unique_ptr<Executor> open_executor(Session& s, const ExecutorOptions& opt) {

@@ -32,6 +32,17 @@ std::unique_ptr<Session> open_session(const std::string& model, const BuildOptio
 std::unique_ptr<Session> open_session(const std::string& model, const GraphSource& source, uint64_t positions,
                                       const std::string& from);
 
+// A session and the executor settings for `flags`' profile (host/cli/profile.h), --tune applied
+// over the tiling in source.build and over the executor flags, the profile's choice named on
+// stderr. `greedy`: whether the run samples greedily. A saved graph keeps its tiling: --tune's
+// tiling knobs are refused with it, and the profile picks the cuda mode alone.
+struct ProfiledSession {
+  std::unique_ptr<Session> session;
+  ExecutorOptions exec;
+};
+ProfiledSession open_profiled_session(const std::string& model, const GraphSource& source, const ExecutorFlags& flags,
+                                      uint64_t positions, const std::string& from, bool greedy);
+
 // An executor for the session, named on stderr with the seconds it took to make (the CUDA
 // executor's include putting the weights on the device), and its pipeline statistics where
 // the driver reports them (one line each). Fills the session's weights on the

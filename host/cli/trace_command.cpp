@@ -168,14 +168,13 @@ void check_distinct_outputs(const TraceFlags& f) {
 void export_trace(const TraceFlags& f) {
   check_distinct_outputs(f);
   const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
-  BuildOptions build = f.build;
-  build.context = f.context ? f.context
-                            : needed_context(uint64_t(f.position) + prompt.size() + f.tokens,
-                                             "--position " + std::to_string(f.position) + ", a prompt of " +
-                                                 std::to_string(prompt.size()) + " tokens and --max-new-tokens " +
-                                                 std::to_string(f.tokens));
-  const auto session = open_session(f.model, build);
-  const ExecutorOptions options = executor_options(f.executor);
+  const ProfiledSession opened = open_profiled_session(
+      f.model, GraphSource{"", f.context, f.build}, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
+      "--position " + std::to_string(f.position) + ", a prompt of " + std::to_string(prompt.size()) +
+          " tokens and --max-new-tokens " + std::to_string(f.tokens),
+      true);
+  const auto& session = opened.session;
+  const ExecutorOptions& options = opened.exec;
   const Ceiling ceiling = measure_ceiling(options, f.copy_gib);
   auto ex = open_executor(*session, options);
   ex->set_tracing(true);
