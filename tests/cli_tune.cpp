@@ -41,10 +41,13 @@ TEST_CASE("--tune refuses what is not a knob's KEY=VALUE, naming the key and its
   refused("--tune cuda-l2-prefetch-mb=2000", "cuda-l2-prefetch-mb takes auto or 0 to 1024");
 }
 
-TEST_CASE("--tune o-proj-split=8 gives the tokens of the same split set by the build option") {
-  const auto tuned = run_json("run -e threaded -n 6 --tune o-proj-split=8");
-  const auto built = run_json("run -e threaded -n 6 --o-proj-split 8");
-  CHECK(tuned["tokens"] == built["tokens"]);
+TEST_CASE("run --json and bench --json name the profile and its choice") {
+  const auto run = run_json("run -e threaded -n 1 --profile plain");
+  CHECK(run["profile"] == "plain");
+  CHECK(run["profile_choice"] == "profile plain: threaded on the default tiling");
+  const auto bench = run_json("bench -e threaded --positions 0 --tokens 1 --reps 1");
+  CHECK(bench["profile"] == "fastest");
+  CHECK(bench["profile_choice"].get<std::string>().find("profile fastest: threaded") == 0);
 }
 
 TEST_CASE("--profile names its choice; the cpu executors have one configuration") {

@@ -124,6 +124,8 @@ void bench(const BenchFlags& f) {
   }
 
   nlohmann::json out = {{"model", f.model},
+                        {"profile", profile_name(opened.profile)},
+                        {"profile_choice", opened.choice},
                         {"graph", {{"from", f.graph.file.empty() ? "builder" : "file"},
                                    {"file", f.graph.file.empty() ? nlohmann::json() : nlohmann::json(f.graph.file)},
                                    {"built_from", g.model},
@@ -209,7 +211,7 @@ void add_bench_command(CLI::App& app) {
                         "time the graph saved in this .sptg file (spindle graph save) with --model's weights instead "
                         "of building one; refused when it was built for another model or shape, or when --positions "
                         "and --tokens need more positions than its context",
-                        add_tiling_options(*cmd, f->graph.build));
+                        {});
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->callback([f] { bench(*f); });

@@ -50,7 +50,6 @@ struct KlFlags {
   std::string ref_file;
   std::string ref_executor;
   uint32_t context = 0;
-  BuildOptions build;  // the tiling options; the context is set from --context or the ids
   ExecutorFlags executor;
   KlThresholds thresholds;
   bool json = false;
@@ -65,8 +64,8 @@ int kl_gate(const KlFlags& f) {
     throw Error("gate kl needs a reference: --ref FILE (logits saved from HF) or "
                 "--ref-executor fp64");
 
-  BuildOptions build = f.build;
-  ExecutorOptions tuned_in_ours_opt;
+  BuildOptions build;
+  ExecutorOptions tuned_in_ours_opt;  // executor_options applied them
   apply_tune(f.executor.tune, &build, &tuned_in_ours_opt);
   build.context = f.context ? f.context : uint32_t(ids.size());
   // Teacher-forced, so never the cluster program (it samples): the profile picks the cuda mode alone.
@@ -125,7 +124,6 @@ void add_kl_gate(CLI::App& gate, int& status) {
                   "compute the reference with this executor on the same graph (usually fp64)")
       ->excludes(ref);
   add_context_option(*cmd, f->context, "the number of ids");
-  add_tiling_options(*cmd, f->build);
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--max-mean-kl", f->thresholds.max_mean_kl,
                   "fail when the mean KL is above this")

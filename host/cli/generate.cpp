@@ -26,6 +26,8 @@ Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
   const auto& session = opened.session;
   const auto ex = open_executor(*session, opened.exec);
   g.executor = ex->describe();
+  g.profile = profile_name(opened.profile);
+  g.profile_choice = opened.choice;
   g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling, 0, stream);
   return g;
 }

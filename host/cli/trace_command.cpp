@@ -35,7 +35,6 @@ struct TraceFlags {
   std::string csv;
   uint32_t position = 0;  // of the prompt's first token
   uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
-  BuildOptions build;     // the tiling options
   double copy_gib = 1;    // the copy that measures the ceiling
 };
 
@@ -169,7 +168,7 @@ void export_trace(const TraceFlags& f) {
   check_distinct_outputs(f);
   const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
   const ProfiledSession opened = open_profiled_session(
-      f.model, GraphSource{"", f.context, f.build}, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
+      f.model, GraphSource{"", f.context}, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
       "--position " + std::to_string(f.position) + ", a prompt of " + std::to_string(prompt.size()) +
           " tokens and --max-new-tokens " + std::to_string(f.tokens),
       true);
@@ -228,7 +227,6 @@ void add_trace_command(CLI::App& app) {
       ->capture_default_str();
   add_context_option(*cmd, f->context,
                      "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
-  add_tiling_options(*cmd, f->build);
   add_copy_option(*cmd, f->copy_gib);
   cmd->callback([f] { export_trace(*f); });
 }
