@@ -71,7 +71,7 @@ struct MegakernelTuning {
   // Two-hop build: a task whose copy takes at least this many bytes may have it started during
   // the wait of the block's task before, once its record is in, where that task leaves shared
   // memory free (tile_layout.h ahead_place); 0 = never. 1 KB (every copy) made qwen3-0.6b's
-  // --fused-mlp 128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/EXPERIMENTS.md).
+  // --tune fused-mlp=128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/EXPERIMENTS.md).
   uint32_t copy_ahead_bytes = 1u << 10;
 
   // Each task, once it has run, asks the L2 for its share of the weights of the stage this many
@@ -83,7 +83,7 @@ struct MegakernelTuning {
 
   // Run the graph as the cluster program instead (megakernel/cluster_program.h,
   // docs/two-hop-layer.md): the two-hop layer in clusters of 8 blocks, for a graph built with
-  // --kv-head-waits --o-proj-split 8 --attn-chunks 8 --fused-mlp PIECES/8. Same bits as the
+  // --tune kv-head-waits=on --tune o-proj-split=8 --tune attn-chunks=8 --tune fused-mlp=PIECES/8. Same bits as the
   // other modes on that graph; the knobs above, but the attention ones, do not apply to it.
   bool cluster_program = false;
 };

@@ -32,8 +32,8 @@ struct Found {
 
 // How a graph for the program is built.
 std::string build_hint(const SpGraphParams& p) {
-  return " (build with --kv-head-waits --o-proj-split " + std::to_string(p.n_kv_heads) +
-         " --attn-chunks 8 --fused-mlp PIECES/8)";
+  return " (build with --tune kv-head-waits=on --tune o-proj-split=" + std::to_string(p.n_kv_heads) +
+         " --tune attn-chunks=8 --tune fused-mlp=PIECES/8)";
 }
 
 uint64_t view_begin(const Graph& g, uint32_t v) { return sp_view_offset(g.views[v]); }
@@ -125,9 +125,9 @@ std::string check(const Graph& g, const Found& f) {
   if (p.n_kv_heads != kClusterRanks)
     return std::to_string(p.n_kv_heads) + " kv heads; the program has one cluster of " +
            std::to_string(kClusterRanks) + " blocks a kv head and runs 8 of them";
-  if (p.attn_chunks != kClusterRanks) return "attention is in " + std::to_string(p.attn_chunks) + " chunks, not 8 (--attn-chunks 8)";
+  if (p.attn_chunks != kClusterRanks) return "attention is in " + std::to_string(p.attn_chunks) + " chunks, not 8 (--tune attn-chunks=8)";
   if (p.attn_q_splits != 1)
-    return "attention's q heads are split in " + std::to_string(p.attn_q_splits) + " a kv head (--attn-q-splits 1)";
+    return "attention's q heads are split in " + std::to_string(p.attn_q_splits) + " a kv head (--tune attn-q-splits=1)";
   const uint32_t H = p.hidden, D = p.head_dim, rank_rows = (group + 2) * D / kClusterRanks;
   // The weight ring's chunks hold whole rows of H (q/k/v, gate, up, LM head), whole rows of a
   // head group's G*D columns (o_proj), and a rank's rows lie in one of q, k and v.
@@ -164,7 +164,7 @@ std::string check(const Graph& g, const Found& f) {
     if (!lt.attention || !lt.q || !lt.k || !lt.v || !lt.o_proj || !lt.mlp)
       return layer + "not q, k, v, attention, o_proj and an MLP gang" + build_hint(p);
     if (lt.o_split.pieces != p.n_kv_heads || lt.o_split.group != p.n_kv_heads)
-      return layer + "o_proj is not split into one piece a kv head in one group (--o-proj-split " +
+      return layer + "o_proj is not split into one piece a kv head in one group (--tune o-proj-split=" +
              std::to_string(p.n_kv_heads) + ")";
     for (const SpTask* t : {lt.q, lt.k, lt.v})
       if (!same_place(g, t->operand[1], hidden) || t->operand[2] == SP_NO_VIEW)
@@ -174,7 +174,7 @@ std::string check(const Graph& g, const Found& f) {
     const uint32_t o_residual = lt.o_proj->op == SP_OP_GEMV ? lt.o_proj->operand[4] : lt.o_proj->operand[3];
     if (o_residual == SP_NO_VIEW || !same_place(g, o_residual, hidden)) return layer + "o_proj does not add the hidden state";
     const MlpShape s = mlp_shape(*lt.mlp, g.views[lt.mlp->operand[2]]);
-    if (s.width != kClusterRanks) return layer + "MLP gangs of " + std::to_string(s.width) + ", not 8 (--fused-mlp PIECES/8)";
+    if (s.width != kClusterRanks) return layer + "MLP gangs of " + std::to_string(s.width) + ", not 8 (--tune fused-mlp=PIECES/8)";
     if (s.piece > 64 || s.piece % row_chunk || kRingChunkBytes % (s.piece * 2) || kRingChunkBytes / (s.piece * 2) % 32 ||
         H * s.piece * 2 % kRingChunkBytes)
       return layer + "MLP pieces of " + std::to_string(s.piece) + " columns; the program takes at most 64, a multiple of " +

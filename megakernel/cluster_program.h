@@ -1,6 +1,6 @@
 // The two-hop layer's persistent kernel (cluster_kernel.cu, docs/two-hop-layer.md) runs a
-// graph whose dense layers were built for it (`--kv-head-waits --o-proj-split KV_HEADS
-// --attn-chunks 8 --fused-mlp PIECES/8`) as one program: each block holds a fixed role a
+// graph whose dense layers were built for it (`--tune kv-head-waits=on --tune o-proj-split=KV_HEADS
+// --tune attn-chunks=8 --tune fused-mlp=PIECES/8`) as one program: each block holds a fixed role a
 // layer (its kv head's front gang rank, its MLP piece), the gangs are thread-block clusters
 // of 8, and the graph's tasks are read once, on the host, into this record of pointers. Its
 // results are the graph's bits: every sum runs in the order the graph's tasks define.

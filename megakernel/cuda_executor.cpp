@@ -90,7 +90,7 @@ void check_supported(const Graph& g) {
   const uint32_t group = attn_tile_heads(p);
   if (group > cuda::kAttnMaxGroup || group * p.head_dim > cuda::kAttnPairsPerThread * cuda::kBlockThreads)
     throw Error("cuda executor: attention tiles of " + std::to_string(group) + " q heads of dim " +
-                std::to_string(p.head_dim) + " are more than the attention tile holds (raise --attn-q-splits)");
+                std::to_string(p.head_dim) + " are more than the attention tile holds (raise --tune attn-q-splits)");
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
     if (!(sp_op_executors(t.op) & (SP_ON_CUDA_PLAIN | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)))
@@ -289,7 +289,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
   if (d.smem > size_t(smem_limit))
     throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                 " bytes of shared memory; a block may have " + std::to_string(smem_limit) +
-                "; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+                "; lower --tune cuda-attn-kv-kb or cuda-attn-score-kb");
 
   uint32_t n_stages = 0;  // the ticket schedule's
   if (cluster) {
@@ -306,7 +306,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
       throw Error("cuda executor: the graph's largest tile needs " + std::to_string(d.smem) +
                   " bytes of shared memory beside the persistent kernel's " + std::to_string(static_smem) +
                   "; a block may have " + std::to_string(smem_limit) +
-                  " in all; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+                  " in all; lower --tune cuda-attn-kv-kb or cuda-attn-score-kb");
     // Sized for every copy an MLP member may get; whether it gets one (only when it runs at once
     // with its gang) is known once the grid is.
     const cuda::CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true, tuning.copy_ahead_bytes};
@@ -321,7 +321,7 @@ CudaExecutor::CudaExecutor(const Graph& g, const ModelWeights& w, const Executor
     if (per_sm < tuning.blocks_per_sm)
       throw Error("cuda executor: " + std::to_string(tuning.blocks_per_sm) + " blocks do not fit on an SM with " +
                   std::to_string(mk_smem_) + " bytes of shared memory each (the largest tile's and the weight "
-                  "preload's); lower --cuda-attn-kv-kb, --cuda-attn-score-kb or --cuda-preload-kb");
+                  "preload's); lower --tune cuda-attn-kv-kb, cuda-attn-score-kb or cuda-preload-kb");
     const uint32_t resident = per_sm * uint32_t(sms);
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * uint32_t(sms), resident);
     gangs_at_once_ = gang_stage_ > 0 && blocks_ >= gang_stage_;
@@ -396,7 +396,7 @@ void CudaExecutor::prepare_cluster_program(const Graph& g, uint32_t score_positi
     throw Error("cuda executor: the cluster program's weight ring needs " + std::to_string(kClusterMinRingSlots) +
                 " slots of " + std::to_string(cuda::kRingChunkBytes >> 10) + " KiB; " +
                 std::to_string(smem.ring_slots) + " fit beside attention's shared memory in a block's " +
-                std::to_string(smem_limit) + " bytes; lower --cuda-attn-kv-kb or --cuda-attn-score-kb");
+                std::to_string(smem_limit) + " bytes; lower --tune cuda-attn-kv-kb or cuda-attn-score-kb");
   cluster_smem_ = smem.bytes;
   ring_slots_ = smem.ring_slots;
   mlp_ring_slots_ = smem.mlp_ring_slots;

@@ -31,14 +31,14 @@ for f in tests/fixtures/*/config.json tests/fuzz/seeds/config/*.json; do
   cp "$f" "$work/seeds/config/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 cp tests/fuzz/seeds/tokenizer/*.json "$work/seeds/tokenizer/"
-variants=("" "--fused-mlp 16/4" "--o-proj-split 2 --down-split 16/4" "--kv-head-waits --o-proj-split 2")
+variants=("" "--tune fused-mlp=16/4" "--tune o-proj-split=2 --tune down-split=16/4" "--tune kv-head-waits=on --tune o-proj-split=2")
 for i in "${!variants[@]}"; do
   # shellcheck disable=SC2086  # each variant is several words
-  log=$(./build-asan/host/spindle graph save --model synthetic:tiny --context 16 --attn-chunks 2 --stage-tasks 4 \
+  log=$(./build-asan/host/spindle graph save --model synthetic:tiny --context 16 --tune attn-chunks=2 --tune stage-tasks=4 \
     ${variants[$i]} --out "$work/seeds/graph/tiny-$i.sptg" 2>&1) || { echo "$log" >&2; exit 1; }
 done
 # An MoE graph: its op parameter records, routed operands and the run-time expert checks.
-log=$(./build-asan/host/spindle graph save --model synthetic:tiny-moe --context 16 --attn-chunks 2 --stage-tasks 4 \
+log=$(./build-asan/host/spindle graph save --model synthetic:tiny-moe --context 16 --tune attn-chunks=2 --tune stage-tasks=4 \
   --out "$work/seeds/graph/tiny-moe.sptg" 2>&1) || { echo "$log" >&2; exit 1; }
 
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}

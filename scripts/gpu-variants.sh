@@ -15,7 +15,7 @@
 #   SPINDLE_VARIANT_ROUNDS=N    bench the variants in turn N times (default 1), A B A B…, so a
 #                               drift during the call shows as a drift, not as a difference
 #   SPINDLE_VARIANT_TRACE="…"   variants whose trace is exported too (2 steps at a context of 128, so
-#                               that --attn-chunks 8 fits, CSV, in traces.tar),
+#                               that --tune attn-chunks=8 fits, CSV, in traces.tar),
 #                               with the bench options that shape the executor and the graph
 #   SPINDLE_VARIANT_PROFILE="…" variants profiled by Nsight Compute on the first model: warp
 #                               states and source counters of one launch of the bench options'

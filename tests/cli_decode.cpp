@@ -62,8 +62,8 @@ TEST_CASE("the md5 gate is deterministic across runs, executors, workers and sch
   CHECK(md5_of("") == md5);
   CHECK(md5_of("--executor sequential") == md5);
   CHECK(md5_of("--executor threaded --workers 3 --schedule static") == md5);
-  CHECK(md5_of("--stage-tasks 1") == md5);  // how a projection stage is split changes no bit
-  CHECK(md5_of("--rows-per-tile 8 --executor threaded --workers 2") == md5);
+  CHECK(md5_of("--tune stage-tasks=1") == md5);  // how a projection stage is split changes no bit
+  CHECK(md5_of("--tune rows-per-tile=8 --executor threaded --workers 2") == md5);
 }
 
 TEST_CASE("the md5 gate checks --expect") {

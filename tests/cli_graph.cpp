@@ -77,9 +77,9 @@ TEST_CASE("graph dump --out writes the JSON to a file") {
 
 TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved graph with build options") {
   CHECK(run_cli("graph dump --model synthetic:tiny --graph x.sptg").status != 0);
-  for (const char* option : {"--context 8", "--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2",
-                             "--attn-q-splits 1", "--gdn-gang 1", "--o-proj-split 2",
-                             "--down-split 16/4", "--fused-mlp 16/4", "--kv-head-waits"}) {
+  for (const char* option : {"--context 8", "--tune stage-tasks=2", "--tune rows-per-tile=8", "--tune attn-chunks=2",
+                             "--tune attn-q-splits=1", "--tune gdn-gang=1", "--tune o-proj-split=2",
+                             "--tune down-split=16/4", "--tune fused-mlp=16/4", "--tune kv-head-waits=on"}) {
     CAPTURE(option);
     const CliResult r = run_cli(std::string("graph dump --graph x.sptg ") + option);
     CHECK(r.status != 0);
@@ -87,7 +87,7 @@ TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved grap
   }
 }
 
-TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks than positions are refused") {
+TEST_CASE("--tune attn-chunks=sets the attention tasks of a dumped graph; more chunks than positions are refused") {
   // Attention tasks of the dumped graph, and its attn_chunks parameter.
   const auto attention = [&](const std::string& args) {
     const CliResult r = dump_tiny(args);
@@ -97,31 +97,31 @@ TEST_CASE("--attn-chunks sets the attention tasks of a dumped graph; more chunks
     for (const json& t : j.at("tasks")) n += t.at("op") == "attention";
     return std::pair{n, j.at("params").at("attn_chunks").get<uint32_t>()};
   };
-  const auto [one, one_param] = attention("--attn-chunks 1 --attn-q-splits 1");
-  const auto [five, five_param] = attention("--attn-chunks 5");
+  const auto [one, one_param] = attention("--tune attn-chunks=1 --tune attn-q-splits=1");
+  const auto [five, five_param] = attention("--tune attn-chunks=5");
   CHECK(one_param == 1);
   CHECK(five_param == 5);
   CHECK(five == 5 * one);  // one task per (layer, kv head, chunk)
-  const CliResult r = dump_tiny("--attn-chunks 33");
+  const CliResult r = dump_tiny("--tune attn-chunks=33");
   CHECK(r.status == 2);
   CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
 }
 
-TEST_CASE("--attn-q-splits sets the attention tasks' q-head splits; one that does not divide a kv head's q heads is refused") {
-  const CliResult r = dump_tiny("--attn-chunks 2 --attn-q-splits 2");
+TEST_CASE("--tune attn-q-splits=sets the attention tasks' q-head splits; one that does not divide a kv head's q heads is refused") {
+  const CliResult r = dump_tiny("--tune attn-chunks=2 --tune attn-q-splits=2");
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
   CHECK(j.at("params").at("attn_q_splits") == 2);
   size_t n = 0;
   for (const json& t : j.at("tasks")) n += t.at("op") == "attention";
   CHECK(n == size_t(j.at("params").at("n_layers").get<uint32_t>()) * 2 * 2 * 2);  // kv heads × splits × chunks
-  const CliResult bad = dump_tiny("--attn-q-splits 3");
+  const CliResult bad = dump_tiny("--tune attn-q-splits=3");
   CHECK(bad.status == 2);
   CHECK(bad.err_has("attention q-head splits 3 do not divide a kv head's 2 q heads"));
 }
 
-TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and down's tasks only; bad ones are refused") {
-  const CliResult r = dump_tiny("--o-proj-split 2 --down-split 16/4");
+TEST_CASE("--tune o-proj-split=and --tune down-split=set the split word of o_proj's and down's tasks only; bad ones are refused") {
+  const CliResult r = dump_tiny("--tune o-proj-split=2 --tune down-split=16/4");
   REQUIRE(r.status == 0);
   std::map<std::string, std::set<std::string>> splits;  // by the matrix each GEMV task reads: "P/G" or "none"
   const json dumped = json::parse(r.out);  // held: a range-for does not keep the parse's temporary alive
@@ -138,17 +138,17 @@ TEST_CASE("--o-proj-split and --down-split set the split word of o_proj's and do
   CHECK(splits.at("q_proj.weight") == std::set<std::string>{"none"});
   CHECK(splits.at("lm_head.weight") == std::set<std::string>{"none"});
 
-  check_dump_refuses({{"--down-split x", "is not PIECES or PIECES/GROUP"},
-                      {"--down-split 16/", "is not PIECES or PIECES/GROUP"},
-                      {"--o-proj-split 70000", "more than 65535"},
-                      {"--o-proj-split 3", "o_proj split 3/0: the split's pieces do not divide the row length (64 columns)"},
-                      {"--down-split 32", "down split 32/0: the split's pieces are not whole octets"},
-                      {"--down-split 16/3", "down split 16/3: the split's groups do not divide its pieces"},
-                      {"--down-split 1/4", "down split: groups of 4 but fewer than 2 pieces"}});
+  check_dump_refuses({{"--tune down-split=x", "is not PIECES or PIECES/GROUP"},
+                      {"--tune down-split=16/", "is not PIECES or PIECES/GROUP"},
+                      {"--tune o-proj-split=70000", "more than 65535"},
+                      {"--tune o-proj-split=3", "o_proj split 3/0: the split's pieces do not divide the row length (64 columns)"},
+                      {"--tune down-split=32", "down split 32/0: the split's pieces are not whole octets"},
+                      {"--tune down-split=16/3", "down split 16/3: the split's groups do not divide its pieces"},
+                      {"--tune down-split=1/4", "down split: groups of 4 but fewer than 2 pieces"}});
 }
 
-TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --down-split or bad pieces it is refused") {
-  const CliResult r = dump_tiny("--fused-mlp 16/4");
+TEST_CASE("--tune fused-mlp=makes each layer's MLP one stage of gang tasks; with --tune down-split=or bad pieces it is refused") {
+  const CliResult r = dump_tiny("--tune fused-mlp=16/4");
   REQUIRE(r.status == 0);
   std::set<std::string> ops, gemv_weights;
   std::vector<json> mlp;
@@ -168,12 +168,12 @@ TEST_CASE("--fused-mlp makes each layer's MLP one stage of gang tasks; with --do
     CHECK(mlp[j].at("operands").at("Wd") == (j < 16 ? "model.layers.0.mlp.down_proj.weight" : "model.layers.1.mlp.down_proj.weight"));
   }
 
-  check_dump_refuses({{"--fused-mlp 16/4 --down-split 16/4", "--down-split excludes --fused-mlp"},
-                      {"--fused-mlp 32", "fused MLP split 32/0: the split's pieces are not whole octets"},
-                      {"--fused-mlp 16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
+  check_dump_refuses({{"--tune fused-mlp=16/4 --tune down-split=16/4", "the fused MLP sums down's dots itself"},
+                      {"--tune fused-mlp=32", "fused MLP split 32/0: the split's pieces are not whole octets"},
+                      {"--tune fused-mlp=16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
 }
 
-TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its attention tasks wait on; o_proj's pieces too with a split a kv head") {
+TEST_CASE("--tune kv-head-waits=on makes each layer's qkv stage one a kv head, which its attention tasks wait on; o_proj's pieces too with a split a kv head") {
   const auto counters = [](const std::string& args) {
     const CliResult r = dump_tiny(args);
     REQUIRE(r.status == 0);
@@ -183,14 +183,14 @@ TEST_CASE("--kv-head-waits makes each layer's qkv stage one a kv head, which its
       if (!t.at("wait").is_null()) waited_by[t.at("wait").at("counter").get<std::string>()].insert(t.at("op"));
     return waited_by;
   };
-  const auto plain = counters(""), heads = counters("--kv-head-waits");
+  const auto plain = counters(""), heads = counters("--tune kv-head-waits=on");
   CHECK(plain.at("L0.qkv") == std::set<std::string>{"attention"});
   CHECK(heads.count("L0.qkv") == 0);
   CHECK(heads.at("L0.qkv.kv0") == std::set<std::string>{"attention"});
   CHECK(heads.at("L1.qkv.kv1") == std::set<std::string>{"attention"});
   CHECK(heads.size() == plain.size() + 2);  // tiny's two layers: one qkv counter becomes two each
   // With o_proj split a kv head (tiny: 2), o_proj's pieces wait for their head's attention.
-  const auto pieces = counters("--kv-head-waits --o-proj-split 2");
+  const auto pieces = counters("--tune kv-head-waits=on --tune o-proj-split=2");
   CHECK(pieces.at("L0.attention.kv1") == std::set<std::string>{"gemv_piece"});
   CHECK(pieces.at("L1.o_proj") == std::set<std::string>{"gate_up"});
 }
@@ -205,19 +205,19 @@ TEST_CASE("graph save, graph dump and info build with the tiling options") {
     for (const json& t : j.at("tasks")) n += t.at("op") == "gemv" || t.at("op") == "gate_up";
     return n;
   };
-  const size_t one_per_stage = projection_tasks("--stage-tasks 1");
-  CHECK(projection_tasks("--stage-tasks 4") > one_per_stage);
-  CHECK(projection_tasks("--rows-per-tile 8") > projection_tasks("--stage-tasks 4"));
+  const size_t one_per_stage = projection_tasks("--tune stage-tasks=1");
+  CHECK(projection_tasks("--tune stage-tasks=4") > one_per_stage);
+  CHECK(projection_tasks("--tune rows-per-tile=8") > projection_tasks("--tune stage-tasks=4"));
 
   ScratchDir dir;
   const std::string file = (dir.path / "tiled.sptg").string();
-  REQUIRE(run_cli("graph save --model synthetic:tiny --context 32 --stage-tasks 1 --out " + file).status == 0);
+  REQUIRE(run_cli("graph save --model synthetic:tiny --context 32 --tune stage-tasks=1 --out " + file).status == 0);
   const spindle::Graph g = spindle::load_graph(file);
   size_t saved = 0;
   for (const SpTask& t : g.tasks) saved += t.op == SP_OP_GEMV || t.op == SP_OP_GATE_UP;
   CHECK(saved == one_per_stage);
 
-  const CliResult info = run_cli("info --model synthetic:tiny --context 32 --stage-tasks 1 --json");
+  const CliResult info = run_cli("info --model synthetic:tiny --context 32 --tune stage-tasks=1 --json");
   REQUIRE(info.status == 0);
   CHECK(json::parse(info.out).at("tasks") == g.tasks.size());
 }

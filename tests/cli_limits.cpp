@@ -34,8 +34,8 @@ TEST_CASE("a context within 2^32 but past the model's is refused naming both") {
   check_error("run --model synthetic:tiny -n 4294967291", {"context 4294967295", "limit 256"});
 }
 
-TEST_CASE("--steps-per-launch at its extremes leaves the CPU executors' tokens as they are") {
-  const std::string run = "run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 5 --json --steps-per-launch ";
+TEST_CASE("steps-per-launch at its extremes leaves the CPU executors' tokens as they are") {
+  const std::string run = "run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 5 --json --tune steps-per-launch=";
   auto tokens = [&](const std::string& steps) {
     const CliResult r = run_cli(run + steps);
     REQUIRE(r.status == 0);
@@ -43,7 +43,8 @@ TEST_CASE("--steps-per-launch at its extremes leaves the CPU executors' tokens a
   };
   CHECK(tokens("1") == tokens("0"));
   CHECK(tokens("4294967295") == tokens("0"));
-  check_usage_error(run + "4294967296", "--steps-per-launch");
+  check_error(run + "4294967296", {"--tune steps-per-launch=4294967296: '4294967296' is not a whole number from 0 "
+                                   "to 4294967295"});
 }
 
 TEST_CASE("--workers past the threaded executor's 4096 threads is refused, naming the option and the limit") {

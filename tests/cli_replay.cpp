@@ -32,7 +32,7 @@ TEST_CASE("gate md5 and run of a saved graph give the tokens of the graph built 
   // A graph tiled otherwise than the defaults (attention chunks, MLP gangs): its tasks come from the file.
   for (const char* model : {"synthetic:tiny", "synthetic:tiny-moe", "synthetic:tiny-qwen3.5"}) {
     CAPTURE(model);
-    const std::string build = std::string("--model ") + model + " --context 24 --attn-chunks 3 --fused-mlp 16/4";
+    const std::string build = std::string("--model ") + model + " --context 24 --tune attn-chunks=3 --tune fused-mlp=16/4";
     save(build, file);
     const std::string run = " -p 3,141,59 -n 12 -e threaded -w 3 --schedule static";
     const json fresh = run_json("gate md5 " + build + run);
@@ -46,10 +46,10 @@ TEST_CASE("gate md5 and run of a saved graph give the tokens of the graph built 
 TEST_CASE("bench --graph says it ran the saved graph, with the tokens of the graph built afresh") {
   ScratchDir dir;
   const std::string file = (dir.path / "g.sptg").string();
-  save("--model synthetic:tiny --context 8 --stage-tasks 4", file);
+  save("--model synthetic:tiny --context 8 --tune stage-tasks=4", file);
   const std::string bench = "bench --model synthetic:tiny -e threaded -n 4 --reps 1 --positions 2 --copy-gib 0.001";
   const json replayed = run_json(bench + " --graph " + file);
-  const json fresh = run_json(bench + " --stage-tasks 4");
+  const json fresh = run_json(bench + " --tune stage-tasks=4");
   CHECK(replayed.at("graph") == json({{"from", "file"},
                                       {"file", file},
                                       {"built_from", "synthetic:tiny"},
@@ -63,7 +63,7 @@ TEST_CASE("bench --graph says it ran the saved graph, with the tokens of the gra
   CAPTURE(text.err);
   REQUIRE(text.status == 0);
   CHECK(text.out_has("graph: read from " + file + ", not built (built from synthetic:tiny; "));
-  CHECK(run_cli(bench + " --stage-tasks 4").out_has("graph: built for the model ("));
+  CHECK(run_cli(bench + " --tune stage-tasks=4").out_has("graph: built for the model ("));
 }
 
 TEST_CASE("--graph refuses a graph of another model or shape, a run longer than its context, and build options") {
@@ -82,13 +82,14 @@ TEST_CASE("--graph refuses a graph of another model or shape, a run longer than 
   check_error("bench --model synthetic:tiny --graph " + file + " --positions 4 -n 4",
               {"--positions up to 4 and --tokens 4 need 9 positions, more than the context of --graph "});
   check_error("run --graph " + (dir.path / "missing.sptg").string(), {"missing.sptg"});
-  for (const char* option : {"--context 8", "--stage-tasks 2", "--rows-per-tile 8", "--attn-chunks 2",
-                             "--attn-q-splits 1", "--gdn-gang 1", "--o-proj-split 2", "--down-split 16/4",
-                             "--fused-mlp 16/4", "--kv-head-waits"}) {
-    CAPTURE(option);
-    const std::string flag = std::string(option).substr(0, std::string(option).find(' '));
-    check_usage_error("run --graph " + file + " " + option, flag + " excludes --graph");
-    check_usage_error("gate md5 --graph " + file + " " + option, flag + " excludes --graph");
-    if (flag != "--context") check_usage_error("bench --graph " + file + " " + option, flag + " excludes --graph");
-  }
+  for (const char* command : {"run", "gate md5"})
+    check_usage_error(std::string(command) + " --graph " + file + " --context 8", "--context excludes --graph");
+  for (const char* setting : {"stage-tasks=2", "rows-per-tile=8", "attn-chunks=2", "attn-q-splits=1", "gdn-gang=1",
+                              "o-proj-split=2", "down-split=16/4", "fused-mlp=16/4", "kv-head-waits=on"})
+    for (const char* command : {"run", "gate md5", "bench"}) {
+      CAPTURE(setting);
+      check_error(std::string(command) + " --graph " + file + " --tune " + setting,
+                  {(std::string("--tune ") + setting + ": a tiling knob, and the graph is read from --graph " + file)
+                       .c_str()});
+    }
 }

@@ -214,7 +214,7 @@ TEST_CASE("trace export --csv counts the bytes of the MoE, hybrid, fused-MLP and
     std::string model, tiling;
   };
   for (const Case& c : {Case{"synthetic:tiny-qwen3.5-moe", ""},
-                        Case{"synthetic:tiny", "--fused-mlp 8/2 --o-proj-split 2 --kv-head-waits"}}) {
+                        Case{"synthetic:tiny", "--tune fused-mlp=8/2 --tune o-proj-split=2 --tune kv-head-waits=on"}}) {
     CAPTURE(c.model);
     const CliResult r = run_cli("trace export --model " + c.model + " " + c.tiling + " -e sequential -n 1 --copy-gib "
                                 "0.0625 -o " + (dir.path / "t.json").string() + " --csv " + csv.string());

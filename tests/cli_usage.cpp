@@ -94,7 +94,7 @@ TEST_CASE("whole-number options read decimal, as the lists do, and real-number o
   check_usage_error("run --model synthetic:tiny --workers 0x10", "--workers: '0x10'" + not_decimal);
   check_usage_error("info --model synthetic:tiny --context ' 5'", "--context: ' 5'" + not_decimal);
   check_usage_error("run --model synthetic:tiny -n 1e3", "--max-new-tokens: '1e3'" + not_decimal);
-  check_usage_error("bench --model synthetic:tiny --cuda-l2-prefetch-mb 0x10", "'0x10' is not a whole number");
+  check_error("bench --model synthetic:tiny --tune cuda-l2-prefetch-mb=0x10", {"'0x10' is not a whole number"});
   check_usage_error("bench --model synthetic:tiny --copy-gib nan", "--copy-gib: 'nan' is not a number");
   check_usage_error("run --model synthetic:tiny --temperature nan", "--temperature: 'nan' is not a number");
   check_usage_error("run --model synthetic:tiny --temperature -1", "--temperature: '-1' is below 0");
@@ -151,48 +151,35 @@ TEST_CASE("a context too small for the run") {
               {"context"});
 }
 
-TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused, naming the option and range") {
-  for (const std::string option : {"--cuda-preload-kb", "--cuda-copy-ahead-kb", "--cuda-attn-kv-kb", "--cuda-attn-score-kb"}) {
-    CAPTURE(option);
-    CHECK(run_cli("bench --help").out_has(option));
-    const CliResult r = run_cli("bench --model synthetic:tiny " + option + " 228");
-    CHECK(r.status == 2);
-    CHECK(r.err_has(option));
-    CHECK(r.err_has("not in range 0 to 227"));
+TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused, naming the knob and range") {
+  for (const std::string knob : {"cuda-preload-kb", "cuda-copy-ahead-kb", "cuda-attn-kv-kb", "cuda-attn-score-kb"}) {
+    CAPTURE(knob);
+    CHECK(run_cli("tune --list").out_has(knob + "=0 to 227 (KiB of a block's shared memory)"));
+    check_error("bench --model synthetic:tiny --tune " + knob + "=228",
+                {("--tune " + knob + "=228: '228' is not a whole number from 0 to 227").c_str()});
   }
 }
 
-TEST_CASE("--cuda-blocks-per-sm other than 1 or 2 is refused, naming the option") {
-  CHECK(run_cli("bench --help").out_has("--cuda-blocks-per-sm"));
+TEST_CASE("cuda-blocks-per-sm other than 1 or 2 is refused, naming the knob") {
   for (const std::string value : {"0", "3"}) {
     CAPTURE(value);
-    const CliResult r = run_cli("bench --model synthetic:tiny --cuda-blocks-per-sm " + value);
-    CHECK(r.status == 2);
-    CHECK(r.err_has("--cuda-blocks-per-sm"));
-    CHECK(r.err_has("not in range 1 to 2"));
+    check_error("bench --model synthetic:tiny --tune cuda-blocks-per-sm=" + value,
+                {("--tune cuda-blocks-per-sm=" + value + ": '" + value + "' is not a whole number from 1 to 2").c_str()});
   }
 }
 
-TEST_CASE("--cuda-l2-prefetch-mb above 1024 is refused, naming the option and range") {
-  CHECK(run_cli("bench --help").out_has("--cuda-l2-prefetch-distance"));
-  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-l2-prefetch-mb 1025");
-  CHECK(r.status == 2);
-  CHECK(r.err_has("--cuda-l2-prefetch-mb"));
-  CHECK(r.err_has("not in range 0 to 1024"));
-}
-
-TEST_CASE("--cuda-l2-prefetch-mb takes auto or a number of MiB; another word is refused, naming the option") {
-  CHECK(run_cli("bench --help").out_has("auto = 2 MiB per 1024 of the model's hidden size"));
+TEST_CASE("cuda-l2-prefetch-mb takes auto or a number of MiB to 1024; others are refused, naming the knob") {
+  CHECK(run_cli("tune --list").out_has("auto = 2 per 1024 of the hidden size"));
   for (const std::string value : {"auto", "0", "3"}) {
     CAPTURE(value);
-    CHECK(run_cli("bench --model synthetic:tiny -e threaded --positions 0 --tokens 1 --reps 1 --cuda-l2-prefetch-mb " +
+    CHECK(run_cli("bench --model synthetic:tiny -e threaded --positions 0 --tokens 1 --reps 1 --tune cuda-l2-prefetch-mb=" +
                   value)
               .status == 0);
   }
-  const CliResult r = run_cli("bench --model synthetic:tiny --cuda-l2-prefetch-mb lots");
-  CHECK(r.status == 2);
-  CHECK(r.err_has("--cuda-l2-prefetch-mb"));
-  CHECK(r.err_has("not in {auto}"));
+  for (const std::string value : {"1025", "lots"})
+    check_error("bench --model synthetic:tiny --tune cuda-l2-prefetch-mb=" + value,
+                {("--tune cuda-l2-prefetch-mb=" + value + ": '" + value + "' is not a whole number from 0 to 1024; "
+                  "cuda-l2-prefetch-mb takes auto or 0 to 1024").c_str()});
 }
 
 TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
@@ -205,11 +192,8 @@ TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   CHECK((r.err_has("no usable GPU here") || r.err_has("this build has no CUDA executor")));
 }
 
-TEST_CASE("--steps-per-launch is listed and takes a number of steps; a word is refused, naming the option") {
-  CHECK(run_cli("run --help").out_has("--steps-per-launch"));
-  CHECK(run_cli("bench --help").out_has("--steps-per-launch"));
-  CHECK(run_cli("run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 3 --steps-per-launch 2").status == 0);
-  const CliResult r = run_cli("run --model synthetic:tiny --steps-per-launch many");
-  CHECK(r.status == 2);
-  CHECK(r.err_has("--steps-per-launch"));
+TEST_CASE("steps-per-launch is listed and takes a number of steps; a word is refused, naming the knob") {
+  CHECK(run_cli("tune --list").out_has("steps-per-launch=0 to 4294967295 (default 0; executor)"));
+  CHECK(run_cli("run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 3 --tune steps-per-launch=2").status == 0);
+  check_error("run --model synthetic:tiny --tune steps-per-launch=many", {"--tune steps-per-launch=many: 'many'"});
 }

@@ -113,7 +113,7 @@ TEST_CASE("the cluster program refuses a graph not built for it, too few cluster
   msg = error_of([&] { CudaExecutor ex(long_context, qwen06b_weights(), o); });
   CAPTURE(msg);
   CHECK(msg.find("weight ring needs 4 slots of 16 KiB") != std::string::npos);
-  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  CHECK(msg.find("--tune cuda-attn-kv-kb") != std::string::npos);
 }
 
 // Per step: a front block's q/k/v, attention and o_proj records a layer, an MLP member's record

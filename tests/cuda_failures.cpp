@@ -186,8 +186,8 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
   const std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
   CAPTURE(msg);
   CHECK(msg.find("2 blocks do not fit on an SM") != std::string::npos);
-  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
-  CHECK(msg.find("--cuda-preload-kb") != std::string::npos);
+  CHECK(msg.find("--tune cuda-attn-kv-kb") != std::string::npos);
+  CHECK(msg.find("cuda-preload-kb") != std::string::npos);
   o.megakernel.attn_kv_bytes = 32u << 10;
   o.megakernel.weight_preload_bytes = 64u << 10;
   const CudaExecutor two(g, w, o);
@@ -197,7 +197,7 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
 }
 
 // qwen3-0.6b at context 16384 in one attention chunk a kv head: its attention tile's shared
-// memory grows by 4 * head_dim bytes a position --cuda-attn-kv-kb stages.
+// memory grows by 4 * head_dim bytes a position cuda-attn-kv-kb stages.
 TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the knobs; the megakernel's beside its own") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   BuildOptions b;
@@ -222,13 +222,13 @@ TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the 
   std::string msg = error_of([&] { CudaExecutor ex(g, w, o); });
   CAPTURE(msg);
   CHECK(msg.find("beside the persistent kernel's " + std::to_string(own)) != std::string::npos);
-  CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+  CHECK(msg.find("--tune cuda-attn-kv-kb") != std::string::npos);
   o.megakernel.attn_kv_bytes = (kv + 64) * 4 * p.head_dim;  // past a block's in every mode
   for (CudaMode mode : {CudaMode::Megakernel, CudaMode::PerOp}) {
     o.cuda_mode = mode;
     msg = error_of([&] { CudaExecutor ex(g, w, o); });
     CHECK(msg.find("largest tile needs " + std::to_string(attention_bytes(kv + 64))) != std::string::npos);
-    CHECK(msg.find("--cuda-attn-kv-kb") != std::string::npos);
+    CHECK(msg.find("--tune cuda-attn-kv-kb") != std::string::npos);
   }
 }
 

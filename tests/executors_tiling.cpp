@@ -249,7 +249,7 @@ TEST_CASE("GDN gangs: by default the most members that leave 16 rows each within
   o.context = 32;
   o.gdn_gang = 3;
   CHECK(error_of([&] { build_decode_graph(w, o); }) ==
-        "GDN gangs of 3 (--gdn-gang): not a divisor of the value head size 16 of at most 255 members");
+        "GDN gangs of 3 (--tune gdn-gang): not a divisor of the value head size 16 of at most 255 members");
 }
 
 TEST_CASE("validate() names a GDN record whose state rows are not whole heads or a gang's share of one") {

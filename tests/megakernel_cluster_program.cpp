@@ -60,8 +60,8 @@ TEST_CASE("graphs not built for the cluster program are refused, naming what the
     const char* says;
   };
   const Case cases[] = {
-      {"plain", [](BuildOptions& o) { o = BuildOptions{}; o.context = 128; o.attn_chunks = 8; }, "--kv-head-waits"},
-      {"4 chunks", [](BuildOptions& o) { o.attn_chunks = 4; }, "not 8 (--attn-chunks 8)"},
+      {"plain", [](BuildOptions& o) { o = BuildOptions{}; o.context = 128; o.attn_chunks = 8; }, "--tune kv-head-waits=on"},
+      {"4 chunks", [](BuildOptions& o) { o.attn_chunks = 4; }, "not 8 (--tune attn-chunks=8)"},
       {"gangs of 16", [](BuildOptions& o) { o.fused_mlp = {96, 16}; }, "MLP gangs of 16"},
       {"o_proj in 2 groups", [](BuildOptions& o) { o.o_proj_split = {8, 4}; }, "one piece a kv head in one group"},
       {"pieces of 96 columns", [](BuildOptions& o) { o.fused_mlp = {32, 8}; }, "the program takes at most 64"},

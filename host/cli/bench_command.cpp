@@ -102,12 +102,13 @@ void bench(const BenchFlags& f) {
   const uint32_t max_pos = *std::max_element(positions.begin(), positions.end());
 
   const std::vector<std::string> asked = cuda_modes(f.modes.empty() ? "megakernel,per-op,graph" : f.modes);
-  ExecutorOptions base = executor_options(f.executor);
+  const ProfiledSession opened = open_profiled_session(
+      f.model, f.graph, f.executor, uint64_t(max_pos) + f.tokens + 1,
+      "--positions up to " + std::to_string(max_pos) + " and --tokens " + std::to_string(f.tokens), true);
+  const auto& session = opened.session;
+  const ExecutorOptions& base = opened.exec;
   const bool cuda = base.kind == ExecutorKind::Cuda;
   const std::vector<std::string> modes = cuda ? asked : std::vector<std::string>{executor_kind_name(base.kind)};
-  const auto session = open_session(f.model, f.graph, uint64_t(max_pos) + f.tokens + 1,
-                                    "--positions up to " + std::to_string(max_pos) + " and --tokens " +
-                                        std::to_string(f.tokens));
   const Graph& g = session->graph;
 
   const Ceiling ceiling = measure_ceiling(base, f.copy_gib);
@@ -123,6 +124,8 @@ void bench(const BenchFlags& f) {
   }
 
   nlohmann::json out = {{"model", f.model},
+                        {"profile", profile_name(opened.profile)},
+                        {"profile_choice", opened.choice},
                         {"graph", {{"from", f.graph.file.empty() ? "builder" : "file"},
                                    {"file", f.graph.file.empty() ? nlohmann::json() : nlohmann::json(f.graph.file)},
                                    {"built_from", g.model},
@@ -208,7 +211,7 @@ void add_bench_command(CLI::App& app) {
                         "time the graph saved in this .sptg file (spindle graph save) with --model's weights instead "
                         "of building one; refused when it was built for another model or shape, or when --positions "
                         "and --tokens need more positions than its context",
-                        add_tiling_options(*cmd, f->graph.build));
+                        {});
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json, "print the results as JSON");
   cmd->callback([f] { bench(*f); });

@@ -8,6 +8,7 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/generate.h"
+#include "host/cli/profile.h"
 #include "host/cli/session.h"
 #include "host/gates.h"
 #include "tasks/error.h"
@@ -49,7 +50,6 @@ struct KlFlags {
   std::string ref_file;
   std::string ref_executor;
   uint32_t context = 0;
-  BuildOptions build;  // the tiling options; the context is set from --context or the ids
   ExecutorFlags executor;
   KlThresholds thresholds;
   bool json = false;
@@ -57,15 +57,19 @@ struct KlFlags {
 
 int kl_gate(const KlFlags& f) {
   const std::vector<uint32_t> ids = parse_uint32_list(f.ids, "--ids", "token id");
-  const ExecutorOptions ours_opt = executor_options(f.executor);
+  ExecutorOptions ours_opt = executor_options(f.executor);
   ExecutorOptions ref_opt;
   if (!f.ref_executor.empty()) ref_opt.kind = parse_executor_kind(f.ref_executor);
   else if (f.ref_file.empty())
     throw Error("gate kl needs a reference: --ref FILE (logits saved from HF) or "
                 "--ref-executor fp64");
 
-  BuildOptions build = f.build;
+  BuildOptions build;
+  ExecutorOptions tuned_in_ours_opt;  // executor_options applied them
+  apply_tune(f.executor.tune, &build, &tuned_in_ours_opt);
   build.context = f.context ? f.context : uint32_t(ids.size());
+  // Teacher-forced, so never the cluster program (it samples): the profile picks the cuda mode alone.
+  ours_opt = choose_profile(parse_profile(f.executor.profile), {}, build, ours_opt, f.executor.tune, false, 0).exec;
   const auto session = open_session(f.model, build);
   const Graph& graph = session->graph;
   const LogitRows ref = f.ref_file.empty()
@@ -120,7 +124,6 @@ void add_kl_gate(CLI::App& gate, int& status) {
                   "compute the reference with this executor on the same graph (usually fp64)")
       ->excludes(ref);
   add_context_option(*cmd, f->context, "the number of ids");
-  add_tiling_options(*cmd, f->build);
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--max-mean-kl", f->thresholds.max_mean_kl,
                   "fail when the mean KL is above this")

@@ -18,13 +18,16 @@ Generation generate(const GenerateFlags& flags, const SamplingOptions& sampling,
                     const std::optional<std::vector<uint32_t>>& prompt, const TokenStream& stream) {
   Generation g;
   g.prompt = prompt ? *prompt : parse_uint32_list(flags.prompt_ids, "--prompt-ids", "token id");
-  const ExecutorOptions exec = executor_options(flags.executor);
-  const auto session = open_session(
-      flags.model, flags.graph, uint64_t(g.prompt.size()) + flags.max_new_tokens,
+  const ProfiledSession opened = open_profiled_session(
+      flags.model, flags.graph, flags.executor, uint64_t(g.prompt.size()) + flags.max_new_tokens,
       "a prompt of " + std::to_string(g.prompt.size()) + " tokens and --max-new-tokens " +
-          std::to_string(flags.max_new_tokens));
-  const auto ex = open_executor(*session, exec);
+          std::to_string(flags.max_new_tokens),
+      sampling.temperature == 0);
+  const auto& session = opened.session;
+  const auto ex = open_executor(*session, opened.exec);
   g.executor = ex->describe();
+  g.profile = profile_name(opened.profile);
+  g.profile_choice = opened.choice;
   g.result = decode(*ex, session->graph, g.prompt, flags.max_new_tokens, sampling, 0, stream);
   return g;
 }

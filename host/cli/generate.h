@@ -18,12 +18,14 @@ struct GenerateFlags {
 };
 
 // --model, --prompt-ids, --max-new-tokens, --context, the tiling options, --graph and the
-// executor options.
+// executor options (--profile and --tune among them).
 void add_generate_options(CLI::App& cmd, GenerateFlags& flags);
 
 struct Generation {
   std::vector<uint32_t> prompt;
   std::string executor;  // the executor's own description
+  std::string profile;   // --profile's name
+  std::string profile_choice;  // what it picked and why, as on stderr
   DecodeResult result;
 };
 

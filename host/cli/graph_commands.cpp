@@ -17,12 +17,14 @@ namespace {
 struct GraphFlags {
   std::string model;
   GraphSource graph;  // save: built for the model; dump: that, or a saved graph
+  TuneSettings tune;  // the tiling knobs of a graph built
   std::string out;
   bool json = false;  // save: print what was written as JSON
 };
 
 Graph build_graph(const GraphFlags& f) {
-  BuildOptions build = f.graph.build;
+  BuildOptions build;
+  apply_tune(f.tune, &build, nullptr);
   build.context = f.graph.context;
   return std::move(open_session(f.model, build)->graph);
 }
@@ -57,9 +59,7 @@ void save(const GraphFlags& f) {
 std::vector<CLI::Option*> add_build_options(CLI::App& cmd, GraphFlags& f) {
   add_model_option(cmd, f.model);
   CLI::Option* context = add_context_option(cmd, f.graph.context, "the model's max_position_embeddings");
-  std::vector<CLI::Option*> build_options = add_tiling_options(cmd, f.graph.build);
-  build_options.push_back(context);
-  return build_options;
+  return {context, add_tune_option(cmd, f.tune, true, false)};
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 struct InfoFlags {
   std::string model;
   uint32_t context = 0;
-  BuildOptions build;  // the tiling options (the graph's task count)
+  TuneSettings tune;  // the tiling knobs (the graph's task count)
   bool json = false;
 };
 
@@ -62,7 +62,8 @@ nlohmann::json vulkan_devices(std::string& why) {
 }
 
 void info(const InfoFlags& f) {
-  BuildOptions build = f.build;
+  BuildOptions build;
+  apply_tune(f.tune, &build, nullptr);
   build.context = f.context;
   const auto s = open_session(f.model, build);
   const ModelConfig& c = s->weights.config;
@@ -131,7 +132,7 @@ void add_info_command(CLI::App& app) {
       "info", "A model's shape, size, and the bytes one decode step reads, from its graph");
   add_model_option(*cmd, f->model);
   add_context_option(*cmd, f->context, "the model's max_position_embeddings");
-  add_tiling_options(*cmd, f->build);
+  add_tune_option(*cmd, f->tune, true, false);
   cmd->add_flag("--json", f->json, "print as JSON");
   cmd->callback([f] { info(*f); });
 }

@@ -6,6 +6,7 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
+#include "host/cli/tuning.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Spindle: single-batch LLM decode as a task graph, on sequential, threaded and "
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   spindle::cli::add_bench_command(app);
   spindle::cli::add_trace_command(app);
   spindle::cli::add_text_commands(app);
+  spindle::cli::add_tune_command(app);
   spindle::cli::check_number_spellings(app);
   try {
     app.parse(argc, argv);  // runs the chosen command's callback

@@ -11,17 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/cli/profile.h"
 #include "host/cpu_executors.h"
 #include "host/vulkan_executor.h"
 #include "tasks/error.h"
 
 namespace spindle::cli {
 namespace {
-
-// A size in KiB of a CUDA block's shared memory: at most 227, an H200 block's.
-void add_shared_kib_option(CLI::App& cmd, const std::string& name, uint32_t& kib, const std::string& help) {
-  add_ranged_option(cmd, name, kib, help, 0u, 227u);
-}
 
 // A whole number's text as it is typed (a minus where `may_be_negative`, then decimal digits)
 // with its leading zeros dropped; an error for any other text that begins as a number does
@@ -89,60 +85,6 @@ void add_copy_option(CLI::App& cmd, double& copy_gib) {
       ->check(CLI::Range(1.0 / 1024, 64.0));
 }
 
-std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build) {
-  const size_t before = cmd.get_options().size();
-  cmd.add_option("--rows-per-tile", build.rows_per_tile,
-                 "output rows of each GEMV / GATE_UP task; 0 = chosen from --stage-tasks")
-      ->capture_default_str();
-  add_ranged_option(cmd, "--stage-tasks", build.stage_tasks,
-                    "about how many tasks each GEMV / GATE_UP stage is split into (rows a task: a multiple of 8)",
-                    1u, 1u << 20);
-  cmd.add_option("--attn-chunks", build.attn_chunks,
-                 "tasks each kv head's attention is split into (position ranges of the context; their partials "
-                 "merge in order, so the count is part of the numerics); 0 = about 256 positions each, at most "
-                 "128 tasks in all")
-      ->capture_default_str();
-  cmd.add_option("--attn-q-splits", build.attn_q_splits,
-                 "parts each kv head's q heads are split into, an attention task each (a schedule: the bits do "
-                 "not change); must divide num_attention_heads / num_key_value_heads; 0 = when attention is one "
-                 "chunk a kv head, the most that keep it within 128 tasks, else 1")
-      ->capture_default_str();
-  cmd.add_option("--gdn-gang", build.gdn_gang,
-                 "members of each GDN value head's gang, which share its state rows and which the CUDA persistent "
-                 "kernel runs at once (a schedule: the bits do not change); must divide the value head size; 1 = a "
-                 "task holds whole heads; 0 = the most that leave 16 rows a member within 128 GDN tasks")
-      ->capture_default_str();
-  const std::string split_help =
-      "'s row dots as the sums of PIECES dots over equal column ranges, GROUP pieces at a time (all when "
-      "omitted), as a layer split over blocks sums them (docs/two-hop-layer.md); part of the numerics, so it "
-      "changes the tokens' bits; the cuda megakernel runs it in its two-hop build (1 block an SM); 0 = the "
-      "plain canonical dot";
-  cmd.add_option_function<std::string>(
-         "--o-proj-split", [&build](const std::string& v) { build.o_proj_split = parse_split(v, "--o-proj-split"); },
-         "o_proj" + split_help)
-      ->type_name("PIECES[/GROUP]");
-  cmd.add_option_function<std::string>(
-         "--down-split", [&build](const std::string& v) { build.down_split = parse_split(v, "--down-split"); },
-         "down" + split_help)
-      ->type_name("PIECES[/GROUP]");
-  cmd.add_option_function<std::string>(
-         "--fused-mlp", [&build](const std::string& v) { build.fused_mlp = parse_split(v, "--fused-mlp"); },
-         "each layer's MLP (gate_up and down) as one stage of PIECES tasks of intermediate/PIECES columns, in "
-         "gangs of GANG (all of them when omitted; at most 255) that sum down's dots as --down-split "
-         "PIECES/GANG does, so the tokens' bits are that split's (docs/two-hop-layer.md); 0 = the gate_up and "
-         "down stages")
-      ->type_name("PIECES[/GANG]")
-      ->excludes("--down-split");
-  cmd.add_flag("--kv-head-waits", build.kv_head_waits,
-               "each layer's q, k and v rows as one stage a kv head, so that the head's attention tasks wait for "
-               "its own rows alone instead of the whole projection; with --o-proj-split KV_HEADS also o_proj as "
-               "pieces a kv head, each waiting for its head's attention alone (the cuda megakernel runs them in "
-               "its two-hop build); a schedule, so the tokens' bits do not change (the fp64 executor's o_proj "
-               "pieces excepted: docs/numerics.md)");
-  const std::vector<CLI::Option*> all = cmd.get_options();
-  return {all.begin() + std::ptrdiff_t(before), all.end()};
-}
-
 CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::string& help,
                                    const std::vector<CLI::Option*>& build_options) {
   CLI::Option* graph = cmd.add_option("--graph,-g", file, help)->type_name("FILE")->check(input_file());
@@ -151,14 +93,11 @@ CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::
 }
 
 void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::string& context_when_zero) {
-  CLI::Option* context = add_context_option(cmd, source.context, context_when_zero);
-  std::vector<CLI::Option*> build_options = add_tiling_options(cmd, source.build);
-  build_options.push_back(context);
   add_graph_file_option(cmd, source.file,
                         "run the graph saved in this .sptg file (spindle graph save) with --model's weights instead "
                         "of building one; refused when it was built for another model or shape, or when the run "
-                        "needs more positions than its context",
-                        build_options);
+                        "needs more positions than its context; --tune's tiling knobs are refused with it",
+                        {add_context_option(cmd, source.context, context_when_zero)});
 }
 
 GemvSplit parse_split(const std::string& text, const std::string& option) {
@@ -174,6 +113,8 @@ GemvSplit parse_split(const std::string& text, const std::string& option) {
 }
 
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
+  add_profile_option(cmd, flags.profile);
+  add_tune_option(cmd, flags.tune, true, true);
   cmd.add_option("--executor,-e", flags.executor,
                  "auto (cuda when a GPU is usable, else threaded), sequential, fp64 (sequential "
                  "with fp64 accumulation: the KL gate's truth), threaded, cuda, or vulkan (persistent "
@@ -190,73 +131,12 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "how tasks reach workers: ticket (atomic tickets: one global counter, or in the cuda "
                  "megakernel one per stage of each step) or static (per-worker lists built on the host)")
       ->capture_default_str();
-  cmd.add_option("--cuda-mode", flags.cuda_mode,
-                 "cuda only: megakernel, per-op (one kernel per op) or graph (a CUDA graph of "
-                 "the per-op kernels)")
-      ->capture_default_str();
-  add_ranged_option(cmd, "--cuda-blocks-per-sm", flags.cuda_blocks_per_sm,
-                    "cuda megakernel only: persistent blocks an SM holds, 1 or 2 (2: the kernel built for at most "
-                    "128 registers a thread, and every block's shared memory within half an SM's); with --workers 0, "
-                    "this many blocks per SM",
-                    1u, 2u);
-  add_shared_kib_option(cmd, "--cuda-preload-kb", flags.cuda_preload_kb,
-                        "cuda megakernel only: a projection task whose weights take at most this many KiB copies "
-                        "them into shared memory before its dependency wait (bulk copies); an MLP gang member running "
-                        "at once with its gang copies its weights whatever their size (qwen3-0.6b's 128/16 pieces: "
-                        "144 KiB) where shared memory has room; 0 = no copies at all");
-  add_shared_kib_option(cmd, "--cuda-copy-ahead-kb", flags.cuda_copy_ahead_kb,
-                        "cuda megakernel, two-hop build (split GEMVs, MLP gangs) only: a task whose weights copy "
-                        "(--cuda-preload-kb) takes at least this many KiB may have it started during the dependency "
-                        "wait of the block's task before, once its record is in, wherever that task leaves shared "
-                        "memory free (the launch then takes all it may have); 0 = never");
-  cmd.add_flag("--cuda-cluster", flags.cuda_cluster,
-               "cuda megakernel only: run the graph as the cluster program (docs/two-hop-layer.md): each layer "
-               "in two global hops, a kv head's q, k, v, attention and o_proj piece on a cluster of 8 blocks, the "
-               "MLP on gangs of 8, every weight streamed through a shared-memory ring; the graph must be built "
-               "with --kv-head-waits --o-proj-split 8 --attn-chunks 8 --fused-mlp PIECES/8, greedy sampling; its "
-               "trace has a record a block's phase (q/k/v, attention, o_proj, MLP member, LM head rows)");
-  add_shared_kib_option(cmd, "--cuda-attn-kv-kb", flags.cuda_attn_kv_kb,
-                        "cuda only (every mode): KiB of shared memory an attention task stages K and V rows in (4 * "
-                        "head_dim bytes a position): a chunk that fits arrives with its q heads in one round trip, "
-                        "a longer one K then V in parts; 0 = 160 (the cluster program: 64, the rest of a block's shared "
-                        "memory being its weight ring), never more than the longest chunk needs");
-  add_shared_kib_option(cmd, "--cuda-attn-score-kb", flags.cuda_attn_score_kb,
-                        "cuda only (every mode): KiB of shared memory for an attention task's scores (4 bytes a "
-                        "position and q head of the group); a chunk with more positions is scored twice; 0 = 32 (the "
-                        "cluster program: 16)");
-  cmd.add_option("--cuda-l2-prefetch-distance", flags.cuda_l2_prefetch_distance,
-                 "cuda megakernel only: each task, once it has run, asks the L2 for its share of the weights of the "
-                 "stage this many stages later, counted around the step (bulk prefetch); 0 = none")
-      ->capture_default_str();
-  cmd.add_option("--cuda-l2-prefetch-mb", flags.cuda_l2_prefetch_mb,
-                 "cuda megakernel only: MiB of a stage's weights (its first tasks') prefetched into L2 by the "
-                 "stage --cuda-l2-prefetch-distance before it, at most 1024; 0 = none; auto = 2 MiB per 1024 of "
-                 "the model's hidden size (2 for qwen3-0.6b, 8 for qwen3-8b)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto"}) | CLI::Range(0u, 1024u))
-      ->transform(decimal_digits_only(false));
-  cmd.add_option("--steps-per-launch", flags.steps_per_launch,
-                 "cuda megakernel only: decode steps one launch of the persistent kernel runs (the sampler "
-                 "writes each next token and position on the device); 0 = every step asked for at once")
-      ->capture_default_str();
   cmd.add_option("--watchdog-ms", flags.watchdog_ms,
                  "a dependency wait longer than this is an error naming the task")
       ->capture_default_str();
   cmd.add_option("--device", flags.device,
                  "vulkan only: the device's index as `spindle info` lists them; -1 = the first usable "
                  "discrete GPU, else integrated, else the CPU")
-      ->capture_default_str();
-  cmd.add_option("--vk-warps", flags.vulkan.warps,
-                 "vulkan only: logical warps of 32 invocations per workgroup (workgroup size 32*N; N up to the "
-                 "device's workgroup limit / 32, 32 on NVIDIA, larger is refused); 0 = 1 on lavapipe, else 8")
-      ->capture_default_str();
-  cmd.add_option("--vk-dot-unroll", flags.vulkan.dot_unroll,
-                 "vulkan only: 256-element blocks of each of a warp's two weight rows loaded per loop trip before "
-                 "the first product (2*N 16-byte loads in flight a lane): 1, 2, 4 or 8; 0 = the deepest whose 256*N "
-                 "elements fit in the smallest projection input (8 for qwen3-8b, 4 for qwen3-0.6b)")
-      ->capture_default_str();
-  cmd.add_option("--vk-attn-unroll", flags.vulkan.attn_unroll,
-                 "vulkan only: cache positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8")
       ->capture_default_str();
 }
 
@@ -265,20 +145,10 @@ ExecutorOptions executor_options(const ExecutorFlags& flags) {
   o.kind = parse_executor_kind(flags.executor);
   o.workers = flags.workers;
   o.schedule = parse_schedule_kind(flags.schedule);
-  o.cuda_mode = parse_cuda_mode(flags.cuda_mode);
   o.watchdog_ms = flags.watchdog_ms;
-  o.steps_per_launch = flags.steps_per_launch;
   o.device = flags.device;
-  o.vulkan = flags.vulkan;
-  o.megakernel.blocks_per_sm = flags.cuda_blocks_per_sm;
-  o.megakernel.weight_preload_bytes = flags.cuda_preload_kb << 10;
-  o.megakernel.copy_ahead_bytes = flags.cuda_copy_ahead_kb << 10;
-  o.megakernel.cluster_program = flags.cuda_cluster;
-  o.megakernel.attn_kv_bytes = flags.cuda_attn_kv_kb << 10;
-  o.megakernel.attn_score_bytes = flags.cuda_attn_score_kb << 10;
-  o.megakernel.l2_prefetch_distance = flags.cuda_l2_prefetch_distance;
-  o.megakernel.l2_prefetch_bytes = flags.cuda_l2_prefetch_mb == "auto" ? kL2PrefetchAuto
-                                                                       : std::stoull(flags.cuda_l2_prefetch_mb) << 20;
+  BuildOptions tiling_set_elsewhere;  // open_profiled_session applies the tiling knobs
+  apply_tune(flags.tune, &tiling_set_elsewhere, &o);
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "host/executor.h"
+#include "host/cli/tuning.h"
 #include "host/graph_builder.h"
 
 namespace spindle::cli {
@@ -29,26 +30,20 @@ CLI::Option* add_context_option(CLI::App& cmd, uint32_t& context, const std::str
 // GiB from 1/1024 (1 MiB) to 64; the default is copy_gib's value.
 void add_copy_option(CLI::App& cmd, double& copy_gib);
 
-// --rows-per-tile, --stage-tasks, --attn-chunks, --attn-q-splits, --gdn-gang: how the graph
-// splits its stages into tasks; --o-proj-split, --down-split: how o_proj's and down's dots are
-// summed; --fused-mlp; --kv-head-waits. Returns them, for --graph to refuse.
-std::vector<CLI::Option*> add_tiling_options(CLI::App& cmd, BuildOptions& build);
-
 // --graph FILE: a saved graph (.sptg) instead of one built for the model, `help` saying what the
 // command does with it; refused together with any of `build_options` (those that build one).
 CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::string& help,
                                    const std::vector<CLI::Option*>& build_options);
 
-// The graph a command runs: the one saved in `file`, or one built for the model with `build`'s
-// tiling at `context` positions (0 = as many as the command needs).
+// The graph a command runs: the one saved in `file`, or one built for the model (its tiling
+// from --tune) at `context` positions (0 = as many as the command needs).
 struct GraphSource {
   std::string file;
   uint32_t context = 0;
-  BuildOptions build;  // the tiling options; the context is set as open_session says
 };
 
-// --context (`context_when_zero` says what 0 does), the tiling options and --graph, which runs
-// a saved graph with --model's weights and refuses the others.
+// --context (`context_when_zero` says what 0 does) and --graph, which runs a saved graph with
+// --model's weights and refuses --context (open_profiled_session refuses --tune's tiling knobs).
 void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::string& context_when_zero);
 
 // "S" or "S/G" (numbers up to 65535) → {S, G}, G = 0 when omitted. Throws CLI::ValidationError
@@ -57,31 +52,20 @@ GemvSplit parse_split(const std::string& text, const std::string& option);
 
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {
+  std::string profile = "fastest";  // resolved by open_profiled_session (host/cli/session.h)
+  TuneSettings tune;                // the tiling and executor knobs
   std::string executor = "auto";
   uint32_t workers = ExecutorOptions{}.workers;
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
-  std::string cuda_mode = cuda_mode_name(ExecutorOptions{}.cuda_mode);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
-  uint32_t steps_per_launch = ExecutorOptions{}.steps_per_launch;
   int32_t device = ExecutorOptions{}.device;
-  VulkanTuning vulkan = ExecutorOptions{}.vulkan;  // --vk-warps, --vk-dot-unroll, --vk-attn-unroll
-  uint32_t cuda_blocks_per_sm = ExecutorOptions{}.megakernel.blocks_per_sm;
-  uint32_t cuda_preload_kb = ExecutorOptions{}.megakernel.weight_preload_bytes >> 10;
-  uint32_t cuda_copy_ahead_kb = ExecutorOptions{}.megakernel.copy_ahead_bytes >> 10;
-  bool cuda_cluster = false;
-  uint32_t cuda_attn_kv_kb = ExecutorOptions{}.megakernel.attn_kv_bytes >> 10;
-  uint32_t cuda_attn_score_kb = ExecutorOptions{}.megakernel.attn_score_bytes >> 10;
-  uint32_t cuda_l2_prefetch_distance = ExecutorOptions{}.megakernel.l2_prefetch_distance;
-  std::string cuda_l2_prefetch_mb = "auto";  // or MiB
 };
 
-// --executor, --workers, --schedule, --cuda-mode, --cuda-blocks-per-sm, --cuda-preload-kb,
-// --cuda-copy-ahead-kb, --cuda-attn-kv-kb, --cuda-attn-score-kb, --cuda-l2-prefetch-distance, --cuda-l2-prefetch-mb,
-// --steps-per-launch, --watchdog-ms, --device
-// and the Vulkan shader's --vk-warps, --vk-dot-unroll, --vk-attn-unroll.
+// --profile, --tune, --executor, --workers, --schedule, --watchdog-ms, --device.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
-// Throws spindle::Error listing the valid names for an unknown one.
+// With --tune's executor knobs applied. Throws spindle::Error listing the valid names for an
+// unknown one.
 ExecutorOptions executor_options(const ExecutorFlags& flags);
 
 // Every whole-number option of `app` and of its commands, however deep, reads its value in

@@ -75,6 +75,8 @@ void run(const RunFlags& f, bool text_prompt) {
     nlohmann::json j = {{"model", f.generate.model},
                         {"executor", executor_kind_name(executor_options(f.generate.executor).kind)},
                         {"executor_description", g.executor},
+                        {"profile", g.profile},
+                        {"profile_choice", g.profile_choice},
                         {"workers", f.generate.executor.workers},
                         {"schedule", f.generate.executor.schedule},
                         {"prompt_ids", g.prompt},

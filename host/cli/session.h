@@ -5,6 +5,7 @@
 #include <string>
 
 #include "host/cli/options.h"
+#include "host/cli/profile.h"
 #include "host/executor.h"
 #include "host/graph_builder.h"
 #include "host/model_weights.h"
@@ -25,12 +26,20 @@ struct Session {
 std::unique_ptr<Session> open_session(const std::string& model, const BuildOptions& build);
 
 // The session of a command whose run needs `positions` positions (`from` names the options they
-// come from): with the graph saved in source.file, refused unless it holds that many positions
-// and was built for the model (check_replay, host/replay_check.h), the file read before the
-// model; else with one built for the model at source.context positions, or at `positions` when
-// that is 0.
-std::unique_ptr<Session> open_session(const std::string& model, const GraphSource& source, uint64_t positions,
-                                      const std::string& from);
+// come from), and the executor settings for `flags`' profile (host/cli/profile.h) with --tune
+// applied, the profile's choice named on stderr. `greedy`: whether the run samples greedily.
+// With source.file, the graph saved there, refused unless it holds that many positions and was
+// built for the model (check_replay, host/replay_check.h), the file read before the model; it
+// keeps its tiling: --tune's tiling knobs are refused, and the profile picks the cuda mode alone.
+// Else a graph built for the model at source.context positions, or at `positions` when that is 0.
+struct ProfiledSession {
+  std::unique_ptr<Session> session;
+  ExecutorOptions exec;
+  Profile profile;
+  std::string choice;  // the line naming what the profile picked and why
+};
+ProfiledSession open_profiled_session(const std::string& model, const GraphSource& source, const ExecutorFlags& flags,
+                                      uint64_t positions, const std::string& from, bool greedy);
 
 // An executor for the session, named on stderr with the seconds it took to make (the CUDA
 // executor's include putting the weights on the device), and its pipeline statistics where

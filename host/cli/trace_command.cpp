@@ -36,7 +36,6 @@ struct TraceFlags {
   std::string csv;
   uint32_t position = 0;  // of the prompt's first token
   uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
-  BuildOptions build;     // the tiling options
   double copy_gib = 1;    // the copy that measures the ceiling
   bool json = false;
 };
@@ -223,14 +222,13 @@ void check_distinct_outputs(const TraceFlags& f) {
 void export_trace(const TraceFlags& f) {
   check_distinct_outputs(f);
   const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
-  BuildOptions build = f.build;
-  build.context = f.context ? f.context
-                            : needed_context(uint64_t(f.position) + prompt.size() + f.tokens,
-                                             "--position " + std::to_string(f.position) + ", a prompt of " +
-                                                 std::to_string(prompt.size()) + " tokens and --max-new-tokens " +
-                                                 std::to_string(f.tokens));
-  const auto session = open_session(f.model, build);
-  const ExecutorOptions options = executor_options(f.executor);
+  const ProfiledSession opened = open_profiled_session(
+      f.model, GraphSource{"", f.context}, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
+      "--position " + std::to_string(f.position) + ", a prompt of " + std::to_string(prompt.size()) +
+          " tokens and --max-new-tokens " + std::to_string(f.tokens),
+      true);
+  const auto& session = opened.session;
+  const ExecutorOptions& options = opened.exec;
   const Ceiling ceiling = measure_ceiling(options, f.copy_gib);
   auto ex = open_executor(*session, options);
   ex->set_tracing(true);
@@ -295,7 +293,6 @@ void add_trace_command(CLI::App& app) {
       ->capture_default_str();
   add_context_option(*cmd, f->context,
                      "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
-  add_tiling_options(*cmd, f->build);
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json,
                 "print the summary as JSON instead: {trace, records, csv, executor, ops: {OP: {runs, busy_us, "

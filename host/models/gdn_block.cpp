@@ -18,7 +18,7 @@ GdnBlock::GdnBlock(GraphEmitter& e, const DecoderViews& v) : e_(e), v_(v) {
   C_ = narrow(2 * uint64_t(Ck_) + Cv_, "the conv's channels, 2 × key heads × key dim + value heads × value dim");
   gang_ = e.options().gdn_gang ? e.options().gdn_gang : gdn_gang_for(Hv_, dv_);
   if (gang_ > 255 || dv_ % gang_)
-    throw Error("GDN gangs of " + std::to_string(gang_) + " (--gdn-gang): not a divisor of the value head size " +
+    throw Error("GDN gangs of " + std::to_string(gang_) + " (--tune gdn-gang): not a divisor of the value head size " +
                 std::to_string(dv_) + " of at most 255 members");
   // The projections [q, k, v channels | z | b | a], then the exchange of a gang run at once.
   proj_ = e.alloc("gdn_proj", SP_ARENA_WORK, SP_BF16, 1, uint64_t(C_) + 2 * uint64_t(Cv_) + 2 * uint64_t(Hv_));
