@@ -180,7 +180,7 @@ cluster_bench_step() {
   local run=("$build/host/spindle" bench --model synthetic:qwen3-0.6b -e cuda --positions 1,1024,4096 --tokens 64 --reps 5)
   step cluster-bench bench 300 "${run[@]}" --modes megakernel,graph --tune cuda-cluster=on --tune kv-head-waits=on --tune o-proj-split=8 \
     --tune attn-chunks=8 --tune fused-mlp=96/8
-  step cluster-bench-plain bench 300 "${run[@]}" --modes megakernel,graph
+  step cluster-bench-plain bench 300 "${run[@]}" --profile plain --modes megakernel,graph
   grep -E 'ceiling|model:|position|megakernel|graph' "$logs/bench.log"
 }
 
