@@ -122,8 +122,10 @@ TEST_CASE("trace export --json gives the per-op summary and the bandwidth, match
   }
   REQUIRE(j.at("ops").size() == by_op.size());
   double shares = 0;
-  for (const auto& [op, totals] : by_op) {
-    CAPTURE(op);
+  for (const auto& entry : by_op) {
+    const std::string& op = entry.first;
+    const std::pair<uint64_t, double>& totals = entry.second;
+    CAPTURE(op);  // not a structured binding: clang 14 (the ASan build) cannot capture one
     const json& o = j.at("ops").at(op);
     CHECK(o.at("runs") == totals.first);
     CHECK(o.at("busy_us").get<double>() == doctest::Approx(totals.second).epsilon(1e-9));
