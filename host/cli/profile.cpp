@@ -6,12 +6,12 @@ namespace spindle::cli {
 namespace {
 
 // The cluster program's tiling: o_proj a piece a kv head, attention in 8 chunks, the MLP in
-// gangs of 8 (docs/two-hop-layer.md); 96 MLP pieces measured fastest on qwen3-0.6b (48: slower,
-// docs/EXPERIMENTS.md 48th §5b).
+// gangs of 8 (docs/two-hop-layer.md); 96 MLP pieces, since 48 measured slower on qwen3-0.6b
+// (docs/EXPERIMENTS.md).
 constexpr uint32_t kClusterAttnChunks = 8, kClusterMlpPieces = 96, kClusterGang = 8;
 
-// The cluster program was measured faster than the plain megakernel at positions 1 and 1024 of
-// qwen3-0.6b and 15% slower at 4096 (docs/JOURNAL.md, 52nd session §4).
+// The cluster program measured faster than the plain megakernel on qwen3-0.6b up to this
+// context, and 15% slower at 4096 (docs/EXPERIMENTS.md).
 constexpr uint32_t kClusterMeasuredFasterTo = 1024;
 
 bool measured_for_cluster(const ModelConfig& c) {
