@@ -87,7 +87,7 @@ TEST_CASE("graph dump takes a model or a saved graph, not both, nor a saved grap
   }
 }
 
-TEST_CASE("--tune attn-chunks=sets the attention tasks of a dumped graph; more chunks than positions are refused") {
+TEST_CASE("--tune attn-chunks=sets the attention tasks of a dumped graph, more chunks than positions are refused") {
   // Attention tasks of the dumped graph, and its attn_chunks parameter.
   const auto attention = [&](const std::string& args) {
     const CliResult r = dump_tiny(args);
@@ -107,7 +107,7 @@ TEST_CASE("--tune attn-chunks=sets the attention tasks of a dumped graph; more c
   CHECK(r.err_has("attention chunks 33 exceed the context's 32 positions"));
 }
 
-TEST_CASE("--tune attn-q-splits=sets the attention tasks' q-head splits; one that does not divide a kv head's q heads is refused") {
+TEST_CASE("--tune attn-q-splits=sets the attention tasks' q-head splits, one that does not divide a kv head's q heads is refused") {
   const CliResult r = dump_tiny("--tune attn-chunks=2 --tune attn-q-splits=2");
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
@@ -120,7 +120,7 @@ TEST_CASE("--tune attn-q-splits=sets the attention tasks' q-head splits; one tha
   CHECK(bad.err_has("attention q-head splits 3 do not divide a kv head's 2 q heads"));
 }
 
-TEST_CASE("--tune o-proj-split=and --tune down-split=set the split word of o_proj's and down's tasks only; bad ones are refused") {
+TEST_CASE("--tune o-proj-split=and --tune down-split=set the split word of o_proj's and down's tasks only, bad ones are refused") {
   const CliResult r = dump_tiny("--tune o-proj-split=2 --tune down-split=16/4");
   REQUIRE(r.status == 0);
   std::map<std::string, std::set<std::string>> splits;  // by the matrix each GEMV task reads: "P/G" or "none"
@@ -147,7 +147,7 @@ TEST_CASE("--tune o-proj-split=and --tune down-split=set the split word of o_pro
                       {"--tune down-split=1/4", "down split: groups of 4 but fewer than 2 pieces"}});
 }
 
-TEST_CASE("--tune fused-mlp=makes each layer's MLP one stage of gang tasks; with --tune down-split=or bad pieces it is refused") {
+TEST_CASE("--tune fused-mlp=makes each layer's MLP one stage of gang tasks, with --tune down-split=or bad pieces it is refused") {
   const CliResult r = dump_tiny("--tune fused-mlp=16/4");
   REQUIRE(r.status == 0);
   std::set<std::string> ops, gemv_weights;
@@ -173,7 +173,7 @@ TEST_CASE("--tune fused-mlp=makes each layer's MLP one stage of gang tasks; with
                       {"--tune fused-mlp=16/3", "fused MLP split 16/3: the split's groups do not divide its pieces"}});
 }
 
-TEST_CASE("--tune kv-head-waits=on makes each layer's qkv stage one a kv head, which its attention tasks wait on; o_proj's pieces too with a split a kv head") {
+TEST_CASE("--tune kv-head-waits=on makes each layer's qkv stage one a kv head, which its attention tasks wait on, o_proj's pieces too with a split a kv head") {
   const auto counters = [](const std::string& args) {
     const CliResult r = dump_tiny(args);
     REQUIRE(r.status == 0);

@@ -50,7 +50,7 @@ TEST_CASE("run --json and bench --json name the profile and its choice") {
   CHECK(bench["profile_choice"].get<std::string>().find("profile fastest: threaded") == 0);
 }
 
-TEST_CASE("--profile names its choice; the cpu executors have one configuration") {
+TEST_CASE("--profile names its choice, the cpu executors have one configuration") {
   const auto fastest = run_cli("run -e threaded -n 2");
   CHECK(fastest.status == 0);
   CHECK(fastest.err_has("spindle: profile fastest: threaded on the default tiling (no faster configuration measured "

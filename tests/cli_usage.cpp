@@ -168,7 +168,7 @@ TEST_CASE("cuda-blocks-per-sm other than 1 or 2 is refused, naming the knob") {
   }
 }
 
-TEST_CASE("cuda-l2-prefetch-mb takes auto or a number of MiB to 1024; others are refused, naming the knob") {
+TEST_CASE("cuda-l2-prefetch-mb takes auto or a number of MiB to 1024, others are refused, naming the knob") {
   CHECK(run_cli("tune --list").out_has("auto = 2 per 1024 of the hidden size"));
   for (const std::string value : {"auto", "0", "3"}) {
     CAPTURE(value);
@@ -192,7 +192,7 @@ TEST_CASE("--executor cuda on a machine without a usable GPU says so") {
   CHECK((r.err_has("no usable GPU here") || r.err_has("this build has no CUDA executor")));
 }
 
-TEST_CASE("steps-per-launch is listed and takes a number of steps; a word is refused, naming the knob") {
+TEST_CASE("steps-per-launch is listed and takes a number of steps, a word is refused, naming the knob") {
   CHECK(run_cli("tune --list").out_has("steps-per-launch=0 to 4294967295 (default 0; executor)"));
   CHECK(run_cli("run --model synthetic:tiny -e threaded --prompt-ids 1,2 -n 3 --tune steps-per-launch=2").status == 0);
   check_error("run --model synthetic:tiny --tune steps-per-launch=many", {"--tune steps-per-launch=many: 'many'"});

@@ -306,7 +306,7 @@ void check_every_mode(const Graph& g, const ModelWeights& w, const std::vector<u
   }
 }
 
-TEST_CASE("tiny: o_proj and down split into pieces, every mode matches the sequential reference; o_proj's pieces a kv head too") {
+TEST_CASE("tiny: o_proj and down split into pieces, every mode matches the sequential reference, o_proj's pieces a kv head too") {
   const TinyModel& m = tiny_split_model();
   const Decoded expect = run_decode(m.graph, m.weights, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
   check_every_mode(m.graph, m.weights, kPrompt, kNewTokens, expect, {1, 132});

@@ -198,7 +198,7 @@ TEST_CASE("two blocks an SM whose shared memory does not fit twice are refused, 
 
 // qwen3-0.6b at context 16384 in one attention chunk a kv head: its attention tile's shared
 // memory grows by 4 * head_dim bytes a position cuda-attn-kv-kb stages.
-TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the knobs; the megakernel's beside its own") {
+TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the knobs, the megakernel's beside its own") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   BuildOptions b;
   b.context = 16384;

@@ -55,7 +55,7 @@ TEST_CASE("with the MLP as gangs or o_proj as pieces a kv head, sequential and t
   }
 }
 
-TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits; threaded, the MLP gangs and o_proj's pieces a kv head match it") {
+TEST_CASE("qwen3-0.6b: the two-hop split changes the last logits' bits, threaded, the MLP gangs and o_proj's pieces a kv head match it") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   const Graph plain = qwen06b_graph(w, TwoHop::Plain), split = qwen06b_graph(w, TwoHop::Split);
   const std::vector<uint32_t> prompt = {9, 151000, 42};

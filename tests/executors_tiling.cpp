@@ -74,7 +74,7 @@ TEST_CASE("a projection stage of several matrices is split by its rows in all") 
   }
 }
 
-TEST_CASE("rows_per_tile overrides stage_tasks; stage_tasks 0 without it is refused") {
+TEST_CASE("rows_per_tile overrides stage_tasks, stage_tasks 0 without it is refused") {
   for (const auto& [b, e] : stage_tiles(tiny_graph(132, 16), "L0.down")) CHECK(e - b <= 16);
   CHECK(stage_tiles(tiny_graph(132, 16), "L0.down").size() == (tiny_model().weights.config.hidden + 15) / 16);
   CHECK(error_of([] { tiny_graph(0); }).find("stage_tasks must be at least 1") != std::string::npos);
@@ -184,7 +184,7 @@ TEST_CASE("attention's q heads split over tiles change no bit, on either CPU exe
   }
 }
 
-TEST_CASE("q-head splits: by default the most that divide the group within 128 tasks when attention is one chunk; a split that does not divide is refused") {
+TEST_CASE("q-head splits: by default the most that divide the group within 128 tasks when attention is one chunk, a split that does not divide is refused") {
   CHECK(attn_q_splits_for(1, 32, 4) == 8);     // qwen3-30b-a3b at a short context
   CHECK(attn_q_splits_for(1, 16, 8) == 2);     // qwen3-0.6b
   CHECK(attn_q_splits_for(1, 256, 2) == 64);   // 128 tasks
@@ -238,7 +238,7 @@ TEST_CASE("kv_head_waits with an o_proj split a kv head: o_proj's piece g waits 
     for (const SpTask& t : other.tasks) CHECK(t.op != SP_OP_GEMV_PIECE);
 }
 
-TEST_CASE("GDN gangs: by default the most members that leave 16 rows each within 128 tasks; a gang that does not divide the value head is refused") {
+TEST_CASE("GDN gangs: by default the most members that leave 16 rows each within 128 tasks, a gang that does not divide the value head is refused") {
   CHECK(gdn_gang_for(16, 128) == 8);  // qwen3.5-0.8b: 128 tasks
   CHECK(gdn_gang_for(32, 128) == 4);  // qwen3.5-35b-a3b
   CHECK(gdn_gang_for(48, 128) == 2);  // qwen3.5-27b: 3 would make 144 tasks

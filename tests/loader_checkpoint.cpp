@@ -96,7 +96,7 @@ TEST_CASE("a sharded checkpoint loads through its index") {
   }
 }
 
-TEST_CASE("the VL prefix model.language_model. folds to model.; mtp and visual are dropped") {
+TEST_CASE("the VL prefix model.language_model. folds to model., mtp and visual are dropped") {
   TempDir dir;
   std::vector<SafetensorsEntry> entries = entries_of(tiny());
   for (SafetensorsEntry& e : entries)

@@ -45,7 +45,7 @@ TEST_CASE("a cluster program's wait on no graph counter says what it waited for,
   CHECK_FALSE(has(msg, "counter " + std::to_string(SP_NO_COUNTER)));
 }
 
-TEST_CASE("range failures and gang stalls name their values; an unknown task or kind is said to be unknown") {
+TEST_CASE("range failures and gang stalls name their values, an unknown task or kind is said to be unknown") {
   const Graph& g = tiny_model().graph;
   const uint32_t t = waiting_task(g);
   CHECK(has(failure_message({cuda::kFailTokenRange, 0, 1, 0, 900, 512}, g, 1),

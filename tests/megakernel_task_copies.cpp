@@ -58,7 +58,7 @@ TEST_CASE("a projection task's copy is its rows of each matrix, one after the ot
   CHECK(copied > 10);
 }
 
-TEST_CASE("MoE: a router task's copy is its rows of the router; a routed expert task has none") {
+TEST_CASE("MoE: a router task's copy is its rows of the router, a routed expert task has none") {
   BuildOptions o;
   o.context = 16;
   const Graph g = build_decode_graph(load_model("synthetic:tiny-moe"), o);

@@ -9,7 +9,7 @@
 using namespace spindle;
 using namespace spindle::test;
 
-TEST_CASE("chunk_positions: equal chunks cover all positions in order; nonempty_chunks counts the first non-empty ones") {
+TEST_CASE("chunk_positions: equal chunks cover all positions in order, nonempty_chunks counts the first non-empty ones") {
   for (uint32_t n = 1; n <= 70; ++n)
     for (uint32_t chunks = 1; chunks <= 80; ++chunks) {
       uint32_t next = 0, nonempty = 0;
@@ -176,7 +176,7 @@ TEST_CASE_TEMPLATE("attention: tiles in any order append k and v and match softm
   check_tile<Acc>(appended);
 }
 
-TEST_CASE_TEMPLATE("gated attention: each q head's gate beside it; the output r(o · r(sigmoid(gate)))", Acc, float,
+TEST_CASE_TEMPLATE("gated attention: each q head's gate beside it, the output r(o · r(sigmoid(gate)))", Acc, float,
                    double) {
   Agreement agree;
   for (uint32_t seed = 0; seed < 60; ++seed) {
@@ -217,7 +217,7 @@ TEST_CASE_TEMPLATE("gated attention: each q head's gate beside it; the output r(
 
 // The partial math alone: against the q̂ and k̂ the tile used (a one-step difference of a
 // rounding point in either would move m by more than the tolerance).
-TEST_CASE_TEMPLATE("attention: partials m l acc; empty chunks write none", Acc, float, double) {
+TEST_CASE_TEMPLATE("attention: partials m l acc, empty chunks write none", Acc, float, double) {
   const double tol = std::is_same_v<Acc, float> ? 2e-5 : 1e-6;  // fp64 partials are stored in f32
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(7000 + seed);

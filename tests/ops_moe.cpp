@@ -63,7 +63,7 @@ TEST_CASE_TEMPLATE("route: the top k by logit, ties to the lower expert, softmax
   }
 }
 
-TEST_CASE("route: exact ties keep the lower experts; NaN logits come after every number and poison the weights") {
+TEST_CASE("route: exact ties keep the lower experts, NaN logits come after every number and poison the weights") {
   std::vector<float> logits = {1.0f, 2.0f, -3.0f, 2.0f, 2.0f, -1.0f};
   std::vector<RoutingSlot> slots(3);
   route<float>(logits.data(), 6, 3, true, slots.data());

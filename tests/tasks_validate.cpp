@@ -45,7 +45,7 @@ TEST_CASE("a view operand out of range is named by task, operand and view") {
   check_rejected(g, {"task 2 (gemv)", "operand 3 'out'", "view 99", "7 views"});
 }
 
-TEST_CASE("a required view operand cannot be absent; an optional one can") {
+TEST_CASE("a required view operand cannot be absent, an optional one can") {
   Graph g = small_graph();
   g.tasks[kTHead0].operand[6] = SP_NO_VIEW;  // argmax partials are optional
   g.tasks[kTHead0].operand[5] = 0;

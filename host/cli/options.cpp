@@ -100,18 +100,6 @@ void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::str
                         {add_context_option(cmd, source.context, context_when_zero)});
 }
 
-GemvSplit parse_split(const std::string& text, const std::string& option) {
-  const size_t slash = text.find('/');
-  auto number = [&](const std::string& part) {
-    if (part.empty() || part.size() > 5 || part.find_first_not_of("0123456789") != std::string::npos)
-      throw CLI::ValidationError(option, "'" + text + "' is not PIECES or PIECES/GROUP (numbers up to 65535)");
-    const uint32_t v = uint32_t(std::stoul(part));
-    if (v > 0xFFFFu) throw CLI::ValidationError(option, "'" + text + "': " + part + " is more than 65535");
-    return v;
-  };
-  return {number(text.substr(0, slash)), slash == std::string::npos ? 0u : number(text.substr(slash + 1))};
-}
-
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
   add_profile_option(cmd, flags.profile);
   add_tune_option(cmd, flags.tune, true, true);

@@ -46,10 +46,6 @@ struct GraphSource {
 // --model's weights and refuses --context (open_profiled_session refuses --tune's tiling knobs).
 void add_graph_source_options(CLI::App& cmd, GraphSource& source, const std::string& context_when_zero);
 
-// "S" or "S/G" (numbers up to 65535) → {S, G}, G = 0 when omitted. Throws CLI::ValidationError
-// naming `option`.
-GemvSplit parse_split(const std::string& text, const std::string& option);
-
 // The executor's names as given on the command line; checked when the command runs.
 struct ExecutorFlags {
   std::string profile = "fastest";  // resolved by open_profiled_session (host/cli/session.h)

@@ -29,12 +29,17 @@ bool on_off(const std::string& value) {
   throw KnobValueError{"'" + value + "' is not on or off"};
 }
 
+// "PIECES" or "PIECES/GROUP", each a decimal number up to 65535; GROUP is 0 when omitted.
 GemvSplit split(const std::string& value) {
-  try {
-    return parse_split(value, "");
-  } catch (const CLI::ValidationError&) {
-    throw KnobValueError{"'" + value + "' is not PIECES or PIECES/GROUP (whole numbers up to 65535)"};
-  }
+  const size_t slash = value.find('/');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw KnobValueError{"'" + value + "' is not PIECES or PIECES/GROUP"};
+    if (part.size() > 5 || std::stoul(part) > 0xFFFFu)
+      throw KnobValueError{"'" + value + "': " + part + " is more than 65535"};
+    return uint32_t(std::stoul(part));
+  };
+  return {number(value.substr(0, slash)), slash == std::string::npos ? 0u : number(value.substr(slash + 1))};
 }
 
 uint32_t kib(const std::string& value) { return whole(value, 0, 227) << 10; }
