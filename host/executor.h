@@ -33,7 +33,8 @@ struct VulkanTuning {
   VulkanPoll poll = VulkanPoll::Device;
   uint32_t dot_unroll = 0;     // 256-element blocks of each weight row a warp loads per trip: 1, 2, 4 or 8;
                                // 0 = the deepest whose trip fits in the smallest projection K
-  uint32_t attn_unroll = 4;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8
+  uint32_t attn_unroll = 0;    // positions whose K and V rows an attention warp loads together: 1, 2, 4 or 8;
+                               // 0 = 1 on lavapipe, else 4
 };
 
 // MegakernelTuning::l2_prefetch_bytes that the executor resolves for its model with

@@ -333,7 +333,6 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   const VulkanTuning& tuning = opt.vulkan;
   check_supported(g);
   dot_unroll_ = tuning.dot_unroll ? checked_unroll(tuning.dot_unroll, "a dot") : default_dot_unroll(g);
-  attn_unroll_ = checked_unroll(tuning.attn_unroll, "an attention");
   if (opt.schedule != ScheduleKind::Ticket)
     throw Error("vulkan executor: tasks are claimed by ticket only (workgroups have no co-residency guarantee)");
   if (g.arenas.size() != SP_ARENA_WEIGHTS0 + w.arenas.size())
@@ -350,6 +349,10 @@ VulkanExecutor::VulkanExecutor(const Graph& g, const ModelWeights& w, const Exec
   Device& d = *dev_;
   const vk::DeviceTraits& traits = d.ctx.traits();
   warps_ = tuning.warps ? tuning.warps : traits.lavapipe() ? 1 : 8;
+  // On lavapipe a deeper attention unroll compiles slower (tiny: 19 s at 1, 25 at 4, 50 at 8)
+  // and runs no faster (docs/vulkan.md, Knobs).
+  attn_unroll_ = tuning.attn_unroll ? checked_unroll(tuning.attn_unroll, "an attention")
+                                    : traits.lavapipe() ? 1 : 4;
   if (uint64_t(warps_) * kLanes > traits.max_workgroup_size)
     throw Error("vulkan executor: " + std::to_string(warps_) + " warps of 32 exceed the device's workgroup size of " +
                 std::to_string(traits.max_workgroup_size));

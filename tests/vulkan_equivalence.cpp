@@ -83,19 +83,21 @@ TEST_CASE("vulkan: each kv head's q heads split over tiles, one chunk or several
   }
 }
 
+// Two warps split a task's 8 rows between them, eight give each a row; eight warps (lavapipe's
+// slowest) on the first graph only.
 TEST_CASE("vulkan: o_proj and down split into pieces, the MLP as gangs, or o_proj as pieces a kv head give the sequential split reference's tokens") {
   const TinyModel& m = tiny_split_model();
   auto ref = make_executor(m.graph, m.weights, {ExecutorKind::Sequential});
   const Decoded expect = run_decode(*ref, m.graph, kPrompt, kNewTokens);
   for (const TinyModel* run : {&m, &tiny_fused_mlp_model(), &tiny_head_pieces_model()})
-    for (uint32_t warps : {1u, 8u})
-      for (uint32_t workers : {1u, 3u}) {
-        CAPTURE(run == &m ? "split" : run == &tiny_fused_mlp_model() ? "MLP gangs" : "o_proj pieces");
-        CAPTURE(warps);
-        CAPTURE(workers);
-        VulkanExecutor ex(run->graph, run->weights, vulkan_options(workers, {warps, 0}));
-        check_same(run_decode(ex, run->graph, kPrompt, kNewTokens), expect);
-      }
+    for (const auto& [warps, workers] : {std::pair{1u, 1u}, {1u, 3u}, {2u, 3u}, {8u, 3u}}) {
+      if (warps == 8 && run != &m) continue;
+      CAPTURE(run == &m ? "split" : run == &tiny_fused_mlp_model() ? "MLP gangs" : "o_proj pieces");
+      CAPTURE(warps);
+      CAPTURE(workers);
+      VulkanExecutor ex(run->graph, run->weights, vulkan_options(workers, {warps, 0}));
+      check_same(run_decode(ex, run->graph, kPrompt, kNewTokens), expect);
+    }
 }
 
 // tiny's split changes no output bit (executors_fixture.h), so only this test can tell a shader

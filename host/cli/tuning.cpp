@@ -160,10 +160,10 @@ const std::vector<Knob>& knobs() {
        "smallest projection input",
        false, "docs/vulkan.md, Knobs",
        [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.vulkan.dot_unroll = whole(v, 0, 8); }},
-      {"vk-attn-unroll", T::Executor, "1, 2, 4 or 8", "4",
-       "vulkan: cache positions whose K and V rows an attention warp loads together", false,
-       "docs/vulkan.md, Knobs",
-       [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.vulkan.attn_unroll = whole(v, 1, 8); }},
+      {"vk-attn-unroll", T::Executor, "0, 1, 2, 4 or 8", "0",
+       "vulkan: cache positions whose K and V rows an attention warp loads together; 0 = 1 on lavapipe, else 4",
+       false, "docs/vulkan.md, Knobs",
+       [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.vulkan.attn_unroll = whole(v, 0, 8); }},
   };
   return table;
 }
