@@ -12,7 +12,7 @@
 
 #include "megakernel/device_records.h"
 #include "ops/bf16.h"
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 #include "tasks/graph.h"
 
 namespace spindle::cuda {

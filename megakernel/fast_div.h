@@ -9,7 +9,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 
 namespace spindle {
 

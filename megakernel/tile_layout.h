@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "ops/dot.h"
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 
 namespace spindle::cuda {
 

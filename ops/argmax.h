@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "ops/bf16.h"
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 
 namespace spindle {
 

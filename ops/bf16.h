@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 
 namespace spindle {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 #include "tasks/graph_params.h"
 #include "tasks/op_params.h"
 #include "tasks/step_state.h"

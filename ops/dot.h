@@ -5,7 +5,7 @@
 // butterfly: for off = 16, 8, 4, 2, 1, lane l += lane l+off. This is one warp's natural
 // order with 16-byte loads; the host code below emulates it.
 #pragma once
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 
 namespace spindle {
 

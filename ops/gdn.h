@@ -15,7 +15,7 @@
 
 #include "ops/acc.h"
 #include "ops/dot.h"
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 #include "ops/norm.h"
 #include "ops/pmath.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/argmax.h"
-#include "ops/hd.h"
+#include "tasks/host_device.h"
 #include "ops/pmath.h"
 #include "tasks/step_state.h"
 

@@ -3,13 +3,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "tasks/host_device.h"
 #include "tasks/task.h"
-
-#ifdef __CUDACC__
-#define SP_HD __host__ __device__
-#else
-#define SP_HD
-#endif
 
 // Value the counter must reach before `task` may run in step `step`.
 SP_HD inline uint32_t sp_wait_target(const SpTask& t, uint32_t step) {

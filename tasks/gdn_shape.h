@@ -20,7 +20,7 @@ struct GdnShape {
 
 // The sizes validate() checked (tasks/op_decls.cpp check_gdn) come from the views: C = conv
 // rows, Kc = conv columns, Hv = A_log's elements, dv = the norm's, dk = the state's columns.
-SP_GANG_HD inline GdnShape gdn_shape(const SpTask& t, const SpView* views) {
+SP_HD inline GdnShape gdn_shape(const SpTask& t, const SpView* views) {
   GdnShape s{};
   s.C = views[t.operand[1]].rows;
   s.Kc = views[t.operand[1]].cols;

@@ -15,7 +15,7 @@ struct GemvPiece {
   GemvSplit split;
 };
 
-SP_SPLIT_HD inline GemvPiece gemv_piece(const SpTask& t) {
+SP_HD inline GemvPiece gemv_piece(const SpTask& t) {
   return {t.operand[6] & 0xFFFFu, t.operand[6] >> 16, gemv_split(t.operand[7])};
 }
 

@@ -4,11 +4,7 @@
 #pragma once
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define SP_SPLIT_HD __host__ __device__
-#else
-#define SP_SPLIT_HD
-#endif
+#include "tasks/host_device.h"
 
 namespace spindle {
 
@@ -18,7 +14,7 @@ struct GemvSplit {
 
 // The split an operand word asks for: bits 0..15 the pieces (0 or 1: none), bits 16..31 the
 // pieces a group (0: all of them).
-SP_SPLIT_HD inline GemvSplit gemv_split(uint32_t word) {
+SP_HD inline GemvSplit gemv_split(uint32_t word) {
   const uint32_t pieces = word & 0xFFFFu, group = word >> 16;
   if (pieces < 2) return {};
   return {pieces, group ? group : pieces};

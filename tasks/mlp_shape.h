@@ -18,7 +18,7 @@ struct MlpShape {
   uint32_t gang;    // this record's gang
 };
 
-SP_GANG_HD inline MlpShape mlp_shape(const SpTask& t, const SpView& Wd) {
+SP_HD inline MlpShape mlp_shape(const SpTask& t, const SpView& Wd) {
   MlpShape s{};
   s.H = Wd.rows;
   s.I = Wd.cols;

@@ -4,6 +4,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "tasks/host_device.h"
+
 #define SP_OP_PARAM_WORDS 8u
 
 struct SpOpParams {
@@ -26,9 +28,7 @@ static_assert(sizeof(SpMoeParams) == sizeof(SpOpParams), "an op's record is one 
 
 // A table entry read as its op's typed record (SpMoeParams, …).
 template <class Record>
-#ifdef __CUDACC__
-__host__ __device__
-#endif
+SP_HD
 inline const Record& sp_op_record(const SpOpParams& p) {
   static_assert(sizeof(Record) == sizeof(SpOpParams), "an op's record is one SpOpParams");
   return reinterpret_cast<const Record&>(p);

@@ -5,6 +5,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "tasks/host_device.h"
+
 // Which executors have a tile for an op (the last column of SP_OPS): their capability checks
 // and dispatch switches follow from it.
 #define SP_ON_CPU 1u             // sequential, fp64 and threaded (ops/run_task.h)
@@ -161,9 +163,7 @@ SP_OPS(SP_OP_VALUE_CHECK_)
 
 #ifdef __cplusplus
 // The executors with a tile for op (SP_ON_*); 0 for an unknown opcode.
-#ifdef __CUDACC__
-__host__ __device__
-#endif
+SP_HD
 constexpr uint32_t sp_op_executors(uint32_t op) {
 #define SP_OP_EXECUTORS_(NAME, name, value, executors) op == value ? uint32_t(executors):
   return SP_OPS(SP_OP_EXECUTORS_) 0u;
@@ -179,9 +179,7 @@ constexpr const char* sp_opcode_name(uint32_t op) {
 
 // The weight matrices a projection task's rows read (GATE_UP: gate and up; GEMV and ROUTER,
 // whose rows are a GEMV's: one); 0 for any other opcode, which is no projection.
-#ifdef __CUDACC__
-__host__ __device__
-#endif
+SP_HD
 inline uint32_t sp_projection_matrices(uint32_t op) {
   return op == SP_OP_GATE_UP ? 2u : op == SP_OP_GEMV || op == SP_OP_ROUTER ? 1u : 0u;
 }

@@ -1,4 +1,5 @@
-// Marks code that compiles for both the host and CUDA devices.
+// The one marker of code that compiles for both the host and CUDA devices: SP_HD, and SP_HDI
+// for code to inline as well.
 #pragma once
 #ifdef __CUDACC__
 #define SP_HD __host__ __device__
