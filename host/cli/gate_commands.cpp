@@ -49,7 +49,7 @@ struct KlFlags {
   std::string ids;
   std::string ref_file;
   std::string ref_executor;
-  uint32_t context = 0;
+  GraphSource graph;  // a saved graph, or the context to build one for (0: the number of ids)
   ExecutorFlags executor;
   KlThresholds thresholds;
   bool json = false;
@@ -57,20 +57,17 @@ struct KlFlags {
 
 int kl_gate(const KlFlags& f) {
   const std::vector<uint32_t> ids = parse_uint32_list(f.ids, "--ids", "token id");
-  ExecutorOptions ours_opt = executor_options(f.executor);
   ExecutorOptions ref_opt;
   if (!f.ref_executor.empty()) ref_opt.kind = parse_executor_kind(f.ref_executor);
   else if (f.ref_file.empty())
     throw Error("gate kl needs a reference: --ref FILE (logits saved from HF) or "
                 "--ref-executor fp64");
 
-  BuildOptions build;
-  ExecutorOptions tuned_in_ours_opt;  // executor_options applied them
-  apply_tune(f.executor.tune, &build, &tuned_in_ours_opt);
-  build.context = f.context ? f.context : uint32_t(ids.size());
-  // Teacher-forced, so never the cluster program (it samples): the profile picks the cuda mode alone.
-  ours_opt = choose_profile(parse_profile(f.executor.profile), {}, build, ours_opt, f.executor.tune, false, 0).exec;
-  const auto session = open_session(f.model, build);
+  // Teacher-forced, so never the cluster program, which samples (greedy = false).
+  const ProfiledSession opened = open_profiled_session(f.model, f.graph, f.executor, ids.size(),
+                                                       "--ids' " + std::to_string(ids.size()) + " tokens", false);
+  const auto& session = opened.session;
+  const ExecutorOptions& ours_opt = opened.exec;
   const Graph& graph = session->graph;
   const LogitRows ref = f.ref_file.empty()
                             ? teacher_forced_logits(*open_executor(*session, ref_opt), graph, ids)
@@ -123,7 +120,7 @@ void add_kl_gate(CLI::App& gate, int& status) {
   cmd->add_option("--ref-executor", f->ref_executor,
                   "compute the reference with this executor on the same graph (usually fp64)")
       ->excludes(ref);
-  add_context_option(*cmd, f->context, "the number of ids");
+  add_graph_source_options(*cmd, f->graph, "the number of ids");
   add_executor_options(*cmd, f->executor);
   cmd->add_option("--max-mean-kl", f->thresholds.max_mean_kl,
                   "fail when the mean KL is above this")

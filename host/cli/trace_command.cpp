@@ -35,7 +35,7 @@ struct TraceFlags {
   std::string out = "trace.json";
   std::string csv;
   uint32_t position = 0;  // of the prompt's first token
-  uint32_t context = 0;   // 0: the position plus the prompt plus the new tokens
+  GraphSource graph;      // a saved graph, or the context to build one for (0: the run's positions)
   double copy_gib = 1;    // the copy that measures the ceiling
   bool json = false;
 };
@@ -223,7 +223,7 @@ void export_trace(const TraceFlags& f) {
   check_distinct_outputs(f);
   const std::vector<uint32_t> prompt = parse_uint32_list(f.prompt_ids, "--prompt-ids", "token id");
   const ProfiledSession opened = open_profiled_session(
-      f.model, GraphSource{"", f.context}, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
+      f.model, f.graph, f.executor, uint64_t(f.position) + prompt.size() + f.tokens,
       "--position " + std::to_string(f.position) + ", a prompt of " + std::to_string(prompt.size()) +
           " tokens and --max-new-tokens " + std::to_string(f.tokens),
       true);
@@ -240,6 +240,7 @@ void export_trace(const TraceFlags& f) {
   if (!f.csv.empty()) {
     const nlohmann::json meta = {{"format_version", 1},
                                  {"model", f.model},
+                                 {"graph", f.graph.file.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.graph.file)},
                                  {"executor", ex->describe()},
                                  {"workers", ex->worker_count()},
                                  {"ceiling_gbs", ceiling.gbs},
@@ -291,8 +292,9 @@ void add_trace_command(CLI::App& app) {
                   "position of the prompt's first token; the KV rows before it hold zeros (as in bench --positions): "
                   "a trace at a long context without decoding up to it")
       ->capture_default_str();
-  add_context_option(*cmd, f->context,
-                     "--position plus the prompt plus the new tokens (a longer one splits attention into more chunks)");
+  add_graph_source_options(*cmd, f->graph,
+                           "--position plus the prompt plus the new tokens (a longer one splits attention into more "
+                           "chunks)");
   add_copy_option(*cmd, f->copy_gib);
   cmd->add_flag("--json", f->json,
                 "print the summary as JSON instead: {trace, records, csv, executor, ops: {OP: {runs, busy_us, "
