@@ -66,7 +66,7 @@ uint64_t weight_bytes(const Graph& g, const SpTask& t) {
 // runs; then the busy fraction of the blocks over the traced steps.
 void trace_summary(const std::string& model, const Graph& g, const ModelWeights& w) {
   ExecutorOptions o = options(variants()[0]);
-  o.schedule = ScheduleKind::Ticket;  // the default schedule (static lists can stall: docs/JOURNAL.md)
+  o.schedule = ScheduleKind::Ticket;  // the default schedule (static lists can stall: docs/journal/sessions-01-61.md)
   CudaExecutor ex(g, w, o);
   try {
     decode(ex, g, {1, 2}, 4, {});

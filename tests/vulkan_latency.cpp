@@ -1,6 +1,6 @@
 // Timing, skipped by default (run with -tc='timing*' --no-skip): the dependency-hop latency of
 // the Vulkan executor with either poll (shaders/protocol.glsl), from a chain of dependent
-// one-column EMBED tasks, next to the threaded CPU executor's. docs/JOURNAL.md records what
+// one-column EMBED tasks, next to the threaded CPU executor's. docs/journal/sessions-01-61.md records what
 // it measured.
 #include <doctest/doctest.h>
 
