@@ -184,6 +184,12 @@ TEST_CASE("vulkan: the default dot unroll is the deepest whose trip fits in the 
   }
 }
 
+TEST_CASE("vulkan: the default attention unroll is 1 on lavapipe, 4 on other devices") {
+  const TinyModel& m = tiny_model();
+  const VulkanExecutor ex(m.graph, m.weights, vulkan_options(1));
+  CHECK(ex.describe().find(std::string("attention unroll ") + (on_lavapipe() ? "1" : "4") + ")") != std::string::npos);
+}
+
 // The MoE tiles: the router's logits and its choice of experts (the last of its tasks to arrive
 // routes), the routed gate-and-up and down rows. The router in one task and in three (three rows
 // a task, expert tasks across two slots' rows), warps past a task's last row included; 8 warps

@@ -132,10 +132,10 @@ TEST_CASE("vulkan: GDN key heads larger than the shader holds are refused, namin
 }
 
 TEST_CASE("vulkan: on lavapipe, a budget past the loop limit is caught rather than giving wrong tokens") {
+  if (!on_lavapipe()) return;  // other drivers have no such limit
   const TinyModel& m = tiny_model();
   // One workgroup never waits, so nothing but the budget ends its dispatch.
   VulkanExecutor ex(m.graph, m.weights, vulkan_options(1, {0, 1u << 24}));
-  if (ex.describe().find("llvmpipe") == std::string::npos) return;  // other drivers have no such limit
   const std::string msg = error_of([&] { decode(ex, m.graph, {1, 2, 3}, 40, {}); });
   CAPTURE(msg);
   CHECK(msg.find("loop limit") != std::string::npos);
