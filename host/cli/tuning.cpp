@@ -35,9 +35,9 @@ GemvSplit split(const std::string& value) {
   auto number = [&](const std::string& part) {
     if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
       throw KnobValueError{"'" + value + "' is not PIECES or PIECES/GROUP"};
-    if (part.size() > 5 || std::stoul(part) > 0xFFFFu)
-      throw KnobValueError{"'" + value + "': " + part + " is more than 65535"};
-    return uint32_t(std::stoul(part));
+    const unsigned long v = part.size() > 5 ? 0x10000ul : std::stoul(part);  // more digits: past 65535 and past stoul
+    if (v > 0xFFFFu) throw KnobValueError{"'" + value + "': " + part + " is more than 65535"};
+    return uint32_t(v);
   };
   return {number(value.substr(0, slash)), slash == std::string::npos ? 0u : number(value.substr(slash + 1))};
 }
