@@ -27,8 +27,8 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
     case SP_OP_EXPERT_DOWN:
     case SP_OP_EXPERT_DOWN_SHARED: {
       const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);
-      const uint64_t shared = t.op == SP_OP_EXPERT_DOWN_SHARED ? align16(g.views[t.operand[5]].cols * 2u) : 0;
-      return expert_down_smem_bytes(moe.slots, moe.expert_rows) + shared;
+      const uint32_t shared_cols = t.op == SP_OP_EXPERT_DOWN_SHARED ? g.views[t.operand[5]].cols : 0;
+      return expert_down_smem_bytes(moe.slots, moe.expert_rows, shared_cols, t.tile_end - t.tile_begin);
     }
     case SP_OP_GDN: return gdn_smem_bytes();
     default: return kTileScratchBytes;

@@ -52,12 +52,19 @@ SP_HDI uint64_t router_smem_bytes(uint32_t K, uint32_t experts, uint32_t slots) 
 }
 // EXPERT_GATE_UP: a projection's input, then the k slots of the routing.
 SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots) { return projection_smem_bytes(K) + uint64_t(slots) * 8u; }
-// EXPERT_DOWN: the k slots of the routing, then their activations (bf16), each row from a
-// 16-byte boundary.
+// EXPERT_DOWN: the k slots of the routing, their activations (bf16, each row from a 16-byte
+// boundary), the shared expert's (Is bf16; none for EXPERT_DOWN), then the task's `rows` rows
+// of the residual it adds to (bf16).
 SP_HDI uint32_t expert_act_stride(uint32_t Im) { return align16(Im * 2u) / 2u; }
 SP_HDI uint32_t expert_down_act_offset(uint32_t slots) { return kTileScratchBytes + align16(slots * 8u); }
-SP_HDI uint64_t expert_down_smem_bytes(uint32_t slots, uint32_t Im) {
-  return expert_down_act_offset(slots) + uint64_t(slots) * expert_act_stride(Im) * 2u;
+SP_HDI uint32_t expert_down_shared_act_offset(uint32_t slots, uint32_t Im) {
+  return expert_down_act_offset(slots) + slots * expert_act_stride(Im) * 2u;
+}
+SP_HDI uint32_t expert_down_residual_offset(uint32_t slots, uint32_t Im, uint32_t Is) {
+  return expert_down_shared_act_offset(slots, Im) + align16(Is * 2u);
+}
+SP_HDI uint64_t expert_down_smem_bytes(uint32_t slots, uint32_t Im, uint32_t Is, uint32_t rows) {
+  return expert_down_residual_offset(slots, Im, Is) + uint64_t(align16(rows * 2u));
 }
 // GDN: β, the decay and two inverses in the scratch, then q̂, k̂ and v (f32) and the head's
 // output (bf16), kGdnMaxHeadDim each: the key and value head sizes the tile takes (a lane holds
