@@ -22,12 +22,12 @@
 #include <random>
 #include <vector>
 
-#include "megakernel/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/cuda_executor.h"
 #include "megakernel/cuda_handles.h"
 #include "megakernel/device_buffer.h"
 #include "megakernel/device_dot.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/tile_layout.h"
 
 using namespace spindle;
@@ -85,14 +85,6 @@ __global__ void __launch_bounds__(kThreads, 1) regs_kernel(Problem p) {
   }
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // The warp's pieces, in order: piece q = (row i, group g) of G dot blocks; K % (256 G) == 0.
 template <int G, int D>
@@ -111,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1) cp_async_kernel(Problem p) {
       const bf16* src = p.w + (size_t(m) * p.rows + begin + warp_id() + i * kWarps) * p.K + g * G * kDotBlock + lane * kDotVec;
       const uint32_t dst = smem_address(ring + (q % D) * G * kBlockBytes + lane * 16);
 #pragma unroll
-      for (int j = 0; j < G; ++j) cp_async16(dst + j * kBlockBytes, src + j * kDotBlock);
+      for (int j = 0; j < G; ++j) cp_async_cg16_l2_128(dst + j * kBlockBytes, src + j * kDotBlock);
     }
     cp_async_commit();  // an empty group too, so wait_group counts pieces
   };
@@ -119,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, 1) cp_async_kernel(Problem p) {
   float acc = 0.0f;
   for (uint32_t q = 0; q < pieces; ++q) {
     issue(q + D - 1);
-    cp_async_wait<D - 1>();
+    cp_async_wait_group<D - 1>();
     const uint8_t* slot = ring + (q % D) * G * kBlockBytes + lane * 16;
     const uint32_t g = q % groups;
 #pragma unroll
@@ -134,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 1) cp_async_kernel(Problem p) {
       acc = 0.0f;
     }
   }
-  cp_async_wait<0>();
+  cp_async_wait_group<0>();
 }
 
 constexpr uint32_t kSegBytes = 4096;  // a bulk copy: 2048 elements of one row

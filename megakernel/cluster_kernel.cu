@@ -24,12 +24,12 @@
 // orders the step's KV cache rows before the next step's reads. Block 0 records the token.
 #include "megakernel/cluster_kernel.h"
 
-#include "megakernel/bulk_copy.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/fast_div.h"
+#include "megakernel/ptx.cuh"
 #include "megakernel/tile_attention.cuh"
 #include "megakernel/tile_layout.h"
 #include "megakernel/tile_projection.cuh"
@@ -172,19 +172,10 @@ __device__ inline Watch watch(const ClusterProgram& p, const ClusterLaunch& l, u
 
 __device__ __forceinline__ void store_word(unsigned long long* at, float v, uint32_t flag) {
   const unsigned long long w = (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(v);
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(at), "l"(w) : "memory");
+  st_relaxed_gpu_u64(at, w);
 }
-__device__ __forceinline__ unsigned long long load_word(const unsigned long long* at) {
-  unsigned long long w;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(at) : "memory");
-  return w;
-}
-
-__device__ __forceinline__ ulonglong2 load_word_pair(const unsigned long long* at) {
-  ulonglong2 w;
-  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(w.x), "=l"(w.y) : "l"(at) : "memory");
-  return w;
-}
+__device__ __forceinline__ unsigned long long load_word(const unsigned long long* at) { return ld_relaxed_gpu_u64(at); }
+__device__ __forceinline__ ulonglong2 load_word_pair(const unsigned long long* at) { return ld_relaxed_gpu_v2_u64(at); }
 __device__ __forceinline__ bool carries(unsigned long long word, uint32_t flag) { return uint32_t(word >> 32) == flag; }
 __device__ __forceinline__ float word_value(unsigned long long word) { return __uint_as_float(uint32_t(word)); }
 
@@ -286,23 +277,6 @@ __device__ __noinline__ void norm_into(const bf16* x, const bf16* w, bf16* xn, u
   __syncthreads();
 }
 
-// Peer `rank`'s shared-window address of this block's shared address `local`.
-__device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
-  return a;
-}
-// 16 bytes into a peer's shared memory, completing on the peer's mbarrier (no fence).
-__device__ __forceinline__ void push16(uint32_t addr, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
-               : "memory");
-}
-// 4 bytes into a peer's shared memory, the same way.
-__device__ __forceinline__ void push4(uint32_t addr, uint32_t v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v), "r"(bar)
-               : "memory");
-}
 // Copies `bytes` (16-byte pieces) of this block's shared memory at `from` to `to` in every
 // rank of the cluster (this one too), completing on each one's mbarrier `bar`: warp w pushes to
 // rank w, its lanes over the pieces, so that each warp maps its peer's addresses once and no
@@ -315,14 +289,6 @@ __device__ inline void push_to_cluster(const void* from, uint32_t to, uint32_t b
     push16(peer + 16 * piece, reinterpret_cast<const uint4*>(from)[piece], peer_bar);
 }
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 
 // The rank's share of a hop: out = r(base + r(Σ flagged pieces of each row)) for rows
 // [rank H/8, (rank + 1) H/8) (bf16, shared memory), each pair of rows pushed into every rank's
@@ -405,10 +371,7 @@ __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j, uint32
   ChunkIndex x;
   uint4* words = reinterpret_cast<uint4*>(&x);
   // volatile: loaded here, before any branch (written once, before the launch's first fill)
-  for (uint32_t i = 0; i < 3; ++i)
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(words[i].x), "=r"(words[i].y), "=r"(words[i].z), "=r"(words[i].w)
-                 : "r"(smem_address(&s.st.index) + 16 * i));
+  for (uint32_t i = 0; i < 3; ++i) words[i] = ld_shared_v4_here(smem_address(&s.st.index) + 16 * i);
   const uint32_t q = x.by_step.mod(j);
   if (j >= x.total) return;
   if (q >= x.layers) {
@@ -425,9 +388,8 @@ __device__ __noinline__ void fill_chunk(const StreamState& s, uint32_t j, uint32
     from = k >= x.first[i] ? max(from, x.first[i]) : from;
   }
   // s.sources[layer][piece] by ld.shared (a generic load takes longer); written once, before the
-  // launch's first fill, so the asm needs no memory clobber
-  unsigned long long src;
-  asm("ld.shared.u64 %0, [%1];" : "=l"(src) : "r"(smem_address(s.sources + layer * kPieces + piece)));
+  // launch's first fill, so the load needs no memory clobber
+  const unsigned long long src = ld_shared_u64(smem_address(s.sources + layer * kPieces + piece));
   s.ring.fill(j, slot, reinterpret_cast<const uint8_t*>(src) + size_t(k - from) * kRingChunkBytes, kRingChunkBytes);
 }
 
@@ -847,7 +809,7 @@ __device__ inline bool mlp(Block& b, const ClusterLayer& L, uint32_t layer, uint
       for (uint32_t e = 0; e < 4; ++e) {
         const uint32_t row = first + (e + turn) % 4;
         d[e] = 0.0f;
-        accumulate_bf16x8(d[e], load16_shared(at + (row * P + column * kDotVec) * 2), a);
+        accumulate_bf16x8(d[e], ld_shared_v4(at + (row * P + column * kDotVec) * 2), a);
         d[e] = d[e] + 0.0f;  // the butterfly's steps over empty lanes (+0: a -0 sum becomes +0)
       }
 #pragma unroll
@@ -902,9 +864,7 @@ __device__ inline bool lm_head(Block& b, uint32_t step, uint32_t flag) {
   if (threadIdx.x == 0) {
     const unsigned long long value = (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(best.value),
                              index = (static_cast<unsigned long long>(flag) << 32) | best.index;
-    asm volatile("st.release.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p.argmax_words + blockIdx.x * kArgmaxStride),
-                 "l"(value), "l"(index)
-                 : "memory");
+    st_release_gpu_v2_u64(p.argmax_words + blockIdx.x * kArgmaxStride, value, index);
   }
   b.trace.end(step, 0, kPhaseLmHead);
   return true;
@@ -924,7 +884,7 @@ __device__ inline bool next_token(Block& b, SpStepState& state, uint32_t step, u
     Watch w = watch(p, b.l, p.sample_task, step, p.sample_counter, flag);
     ulonglong2 v;
     for (;;) {
-      asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(at) : "memory");
+      v = ld_acquire_gpu_v2_u64(at);
       if (carries(v.x, flag) && carries(v.y, flag)) break;
       if (!w.ok()) {
         ok = false;

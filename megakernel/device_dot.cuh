@@ -8,7 +8,7 @@
 
 #include <type_traits>
 
-#include "megakernel/l2_policy.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/bf16.h"
 #include "ops/dot.h"
@@ -17,10 +17,10 @@ namespace spindle::cuda {
 
 // Where an operand lives, which decides how it is read:
 //  Weight: read-only for the whole launch (weight matrices, embedding rows), streamed through
-//          once, so without L1 allocation and evicted first from L2 (l2_policy.cuh); by generic
-//          loads, so that the same code reads a projection's rows from global memory or from the
-//          persistent kernel's preloaded copy in shared memory (which warp_dot_rows_shared reads
-//          faster where K allows).
+//          once, so without L1 allocation and evicted first from L2 (ptx.cuh, l2_evict_first);
+//          by generic loads, so that the same code reads a projection's rows from global memory
+//          or from the persistent kernel's preloaded copy in shared memory (which
+//          warp_dot_rows_shared reads faster where K allows).
 //  Data:   written by other tasks of the same launch (activations, caches, partials, step
 //          state): read at L2 (ld.global.cg), so no stale L1 line is ever seen.
 //  Resident: read-only and small, read by every block at every layer or step (norm weights,
@@ -32,17 +32,9 @@ enum class Src { Weight, Data, Resident, Shared };
 template <Src S>
 __device__ __forceinline__ uint4 load16(const void* p) {
   if constexpr (S == Src::Weight) {
-    uint4 v;
-    asm("ld.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(l2_evict_first()));
-    return v;
+    return ld_global_no_l1_v4(p, l2_evict_first());
   } else if constexpr (S == Src::Resident) {
-    uint4 v;
-    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(l2_evict_last()));
-    return v;
+    return ld_global_nc_v4(p, l2_evict_last());
   } else if constexpr (S == Src::Data) {
     return __ldcg(reinterpret_cast<const uint4*>(p));
   } else {
@@ -53,13 +45,9 @@ __device__ __forceinline__ uint4 load16(const void* p) {
 template <Src S>
 __device__ __forceinline__ bf16 load_bf16(const bf16* p) {
   if constexpr (S == Src::Weight) {
-    unsigned short v;
-    asm("ld.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_evict_first()));
-    return v;
+    return ld_global_no_l1_u16(p, l2_evict_first());
   } else if constexpr (S == Src::Resident) {
-    unsigned short v;
-    asm("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_evict_last()));
-    return v;
+    return ld_global_nc_u16(p, l2_evict_last());
   } else if constexpr (S == Src::Data) return __ldcg(reinterpret_cast<const unsigned short*>(p));
   else return *p;
 }
@@ -91,14 +79,6 @@ __device__ __forceinline__ void accumulate_bf16x8(float& acc, uint4 a, const flo
   unpack_bf16x8(a, af);
 #pragma unroll
   for (int e = 0; e < kDotVec; ++e) acc = add_product(acc, af[e], b[e]);
-}
-
-// `p`, as a value the compiler cannot know before this point (an empty volatile asm, which
-// stays after the volatile asm before it).
-template <class T>
-__device__ __forceinline__ T* opaque(T* p) {
-  asm volatile("" : "+l"(p));
-  return p;
 }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -180,14 +160,6 @@ __device__ __forceinline__ void warp_dot_rows(const bf16* const (&a)[R], const B
   for (int i = 0; i < R; ++i) out[i] = warp_butterfly_sum(acc[i]);
 }
 
-// 16 bytes of shared memory at a shared-window address (`smem_address`). Not volatile: the
-// caller makes the address known only after whatever must precede the load.
-__device__ __forceinline__ uint4 load16_shared(uint32_t address) {
-  uint4 v;
-  asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
-  return v;
-}
-
 // Each lane's canonical-dot sums (before the butterfly) of R rows and b all in shared memory,
 // given as shared-window addresses of their first elements, for n a multiple of U chunks
 // (U * kDotBlock elements; kSharedDotSpan by default): each round issues every row's loads of U
@@ -206,11 +178,11 @@ __device__ __forceinline__ void warp_lane_sums_shared(const uint32_t (&a)[R], ui
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int i = 0; i < R; ++i) av[i][u] = load16_shared(a[i] + (k + u * kDotBlock) * 2u + lane_bytes);
+      for (int i = 0; i < R; ++i) av[i][u] = ld_shared_v4(a[i] + (k + u * kDotBlock) * 2u + lane_bytes);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float bf[8];
-      unpack_bf16x8(load16_shared(b + (k + u * kDotBlock) * 2u + lane_bytes), bf);
+      unpack_bf16x8(ld_shared_v4(b + (k + u * kDotBlock) * 2u + lane_bytes), bf);
 #pragma unroll
       for (int i = 0; i < R; ++i) accumulate_bf16x8(acc[i], av[i][u], bf);
     }
@@ -266,12 +238,10 @@ template <Src S = Src::Data>
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
   if constexpr (S == Src::Resident)
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "l"(l2_evict_last())
-                 : "memory");
+    cp_async_cg16(d, src, l2_evict_last());
   else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    cp_async_cg16(d, src);
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // Starts copying src[0..n) (bf16, global, read as S says) to dst (shared) by the whole block:
 // asynchronous 16-byte copies where both are aligned, so every piece is in flight at once, and

@@ -5,15 +5,9 @@
 
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_records.h"
+#include "megakernel/ptx.cuh"
 
 namespace spindle::cuda {
-
-// Nanoseconds of the device's global timer: what watchdogs and traces measure with.
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // The task a tile is running, for its failure record.
 struct TaskSite {

@@ -1,11 +1,11 @@
 #include "megakernel/megakernel.h"
 
-#include "megakernel/bulk_copy.cuh"
 #include "megakernel/counter_wait.cuh"
 #include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/gang_barrier.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/run_device_task.cuh"
 #include "tasks/counters.h"
 #include "tasks/gang.h"

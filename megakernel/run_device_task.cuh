@@ -86,12 +86,6 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
   }
 }
 
-__device__ inline uint32_t sm_id() {
-  uint32_t id;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-  return id;
-}
-
 // Thread 0, after a task: its trace record, when the run traces (`trace` is the run control's
 // and `step_base` its first step).
 __device__ inline void record_trace(DeviceTrace* trace, uint32_t step_base, uint32_t n_tasks, const TaskSite& site,

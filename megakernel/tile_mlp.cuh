@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "megakernel/block_arrival.cuh"
-#include "megakernel/bulk_copy.cuh"
 #include "megakernel/gang_barrier.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/repack_down.h"
 #include "megakernel/tile_projection.cuh"
 #include "ops/mlp.h"

@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "megakernel/block_arrival.cuh"
-#include "megakernel/bulk_copy.cuh"
 #include "megakernel/device_dot.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/tile_extras.cuh"
 #include "megakernel/tile_layout.h"
 #include "ops/argmax.h"

@@ -10,7 +10,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "megakernel/bulk_copy.cuh"
+#include "megakernel/ptx.cuh"
 #include "megakernel/tile_layout.h"
 
 namespace spindle::cuda {
@@ -43,7 +43,7 @@ struct WeightRing {
     // Every address first: after each asm's memory clobber the members would be loaded again,
     // one shared load after another on the refilling warp's path.
     const uint32_t at = smem_address(tag + slot), b = bar(slot), to = address(slot);
-    asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(at), "r"(chunk) : "memory");
+    st_volatile_shared_u32(at, chunk);
     mbar_arrive_expect_tx(b, bytes);
     bulk_copy_to_shared(to, src, bytes, b);
   }
@@ -54,9 +54,7 @@ struct WeightRing {
   // address a volatile load is a system-scope one (LD.E.STRONG.SYS), which made the check, nearly
   // always true at once, a quarter of `stream_dots`' warp samples (Nsight Compute).
   __device__ bool landed(uint32_t chunk, uint32_t slot, uint32_t parity) const {
-    uint32_t t;
-    asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(t) : "r"(smem_address(tag + slot)) : "memory");
-    return t == chunk && mbar_test_wait(bar(slot), parity);
+    return ld_volatile_shared_u32(smem_address(tag + slot)) == chunk && mbar_test_wait(bar(slot), parity);
   }
 
   // Waits for the copies a failed run left in flight (each slot's last fill): a block must not
@@ -77,10 +75,8 @@ struct WeightRing {
   // Shared-memory atomics and stores by address (a generic atomic on shared memory is slower).
   __device__ bool release(uint32_t slot, uint32_t readers) const {
     const uint32_t r = smem_address(released + slot);
-    uint32_t before;
-    asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(r) : "memory");
-    if (before + 1u != readers) return false;
-    asm volatile("st.shared.u32 [%0], 0;" ::"r"(r) : "memory");
+    if (atom_shared_increment_u32(r) + 1u != readers) return false;
+    st_shared_zero_u32(r);
     return true;
   }
 };
