@@ -12,8 +12,8 @@
 
 #include "megakernel/device_records.h"
 #include "ops/bf16.h"
-#include "tasks/host_device.h"
 #include "tasks/graph.h"
+#include "tasks/host_device.h"
 
 namespace spindle::cuda {
 

@@ -3,8 +3,8 @@
 #pragma once
 #include <stdint.h>
 
-#include "tasks/host_device.h"
 #include "tasks/graph_params.h"
+#include "tasks/host_device.h"
 #include "tasks/op_params.h"
 #include "tasks/step_state.h"
 #include "tasks/task.h"

@@ -15,9 +15,9 @@
 
 #include "ops/acc.h"
 #include "ops/dot.h"
-#include "tasks/host_device.h"
 #include "ops/norm.h"
 #include "ops/pmath.h"
+#include "tasks/host_device.h"
 
 namespace spindle {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ops/argmax.h"
-#include "tasks/host_device.h"
 #include "ops/pmath.h"
+#include "tasks/host_device.h"
 #include "tasks/step_state.h"
 
 namespace spindle {
