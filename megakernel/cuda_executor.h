@@ -12,6 +12,11 @@
 
 namespace spindle {
 
+namespace cuda {
+struct SharedDevice;
+class Runner;
+}  // namespace cuda
+
 class CudaExecutor final : public Executor {
  public:
   // Throws spindle::Error when the graph uses something the device tiles do not support, the
@@ -29,36 +34,21 @@ class CudaExecutor final : public Executor {
 
   // Device time of the last run_steps (cudaEvents around its launches), in milliseconds.
   double last_run_device_ms() const { return last_run_ms_; }
-  // Blocks of the persistent kernel (after clamping to what is co-resident).
-  uint32_t workers() const { return blocks_; }
+  // Blocks of the persistent kernel (after clamping to what is co-resident); 0 for the modes
+  // that launch a kernel a stage.
+  uint32_t workers() const;
 
  private:
-  struct Device;
   void run_on_device(uint32_t steps);
-  void prepare_cluster_program(const Graph& g, uint32_t score_positions, uint32_t kv_positions, size_t smem_limit);
-  void launch_cluster_program(uint32_t steps, uint32_t score_positions, uint32_t kv_positions);
   void read_back(uint32_t steps);
-  size_t trace_records(uint32_t steps) const;
-  std::string blocks_report() const;
 
   ExecutorOptions opt_;
-  std::unique_ptr<Device> dev_;
-  uint32_t blocks_ = 0;
-  size_t mk_smem_ = 0;
-  bool two_hop_ = false;        // the graph needs the persistent kernel's two-hop build (megakernel.h)
-  uint32_t gang_stage_ = 0;     // tasks of the graph's largest stage holding a gang (0: no gangs)
-  bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
-  bool copy_ahead_ = false;     // some task's weights may be copied during the task before
-  size_t preload_smem_ = 0;  // the dynamic shared memory the weight preloads need; 0: no task qualifies
+  std::unique_ptr<cuda::SharedDevice> dev_;
+  std::unique_ptr<cuda::Runner> runner_;
   std::vector<float> logits_;
   double last_run_ms_ = 0;
   uint64_t trace_epoch_ns_ = 0;  // %globaltimer of the first traced task
   bool broken_ = false;
-  uint32_t clusters_ = 0;        // the cluster program's clusters of 8 blocks (0: not that program)
-  size_t cluster_smem_ = 0;      // its dynamic shared memory a block
-  uint32_t ring_slots_ = 0;      // its weight ring's slots
-  uint32_t mlp_ring_slots_ = 0;  // an MLP-only block's
-  std::vector<uint32_t> cluster_trace_tasks_;  // the graph task of each of a step's trace records
 };
 
 // True when the runtime sees a CUDA device; else `why` (if given) says what it reported.
