@@ -24,7 +24,7 @@ std::string failure_message(const VulkanControl& c, const Graph& g) {
              "device (" + target + "); split it into smaller tasks";
     case kVkFailExpertRange:
       return task + ": routing slot " + std::to_string(c.failure_slot) + " names expert " + value + ", not one of the " +
-             target + " (does a router write the routing?)";
+             target + " (does an expert_gate_up task write the routing?)";
   }
   return task + ": unknown device failure " + std::to_string(c.failure_kind);
 }

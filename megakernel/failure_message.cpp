@@ -32,7 +32,7 @@ std::string failure_message(const DeviceFailure& f, const Graph& g, uint32_t wat
       return "cuda executor: " + task + ": step " + value + " is past the " + target + " out-token slots";
     case kFailExpertRange:
       return "cuda executor: " + task + ": routing slot " + std::to_string(f.counter) + " names expert " + value +
-             ", not one of the " + target + " (does a router write the routing?)";
+             ", not one of the " + target + " (does an expert_gate_up task write the routing?)";
   }
   return "cuda executor: " + task + ": unknown device failure " + std::to_string(f.kind);
 }

@@ -72,7 +72,7 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_ROUTER)) run_router(t, c, smem, extras);
       return;
     case SP_OP_EXPERT_GATE_UP:
-      if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem, site);
+      if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem);
       return;
     case SP_OP_EXPERT_DOWN:
       if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down<false>(t, c, smem, site);

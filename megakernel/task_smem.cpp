@@ -11,19 +11,17 @@ size_t task_smem_bytes(const Graph& g, const SpTask& t, uint32_t score_positions
   switch (t.op) {
     case SP_OP_GEMV:
     case SP_OP_GATE_UP:
-    case SP_OP_GEMV_PIECE: return projection_smem_bytes(g.views[t.operand[0]].cols);
+    case SP_OP_GEMV_PIECE:
+    case SP_OP_ROUTER: return projection_smem_bytes(g.views[t.operand[0]].cols);
     case SP_OP_ATTENTION:
     case SP_OP_GATED_ATTENTION:
       return attn_smem_bytes(attn_tile_heads(p), p.head_dim, p.rotary_dim, score_positions, kv_positions,
                              p.attn_chunks, g.views[t.operand[5]].row_stride);
     case SP_OP_MLP: return mlp_smem_bytes(g.views[t.operand[2]].rows, t.tile_end - t.tile_begin);
-    case SP_OP_ROUTER: {
-      const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[6]]);
-      return router_smem_bytes(g.views[t.operand[0]].cols, moe.experts, moe.slots);
+    case SP_OP_EXPERT_GATE_UP: {
+      const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[5]]);
+      return expert_gate_up_smem_bytes(g.views[t.operand[0]].cols, moe.slots, moe.experts);
     }
-    case SP_OP_EXPERT_GATE_UP:
-      return expert_gate_up_smem_bytes(g.views[t.operand[0]].cols,
-                                       sp_op_record<SpMoeParams>(g.op_params[t.operand[5]]).slots);
     case SP_OP_EXPERT_DOWN:
     case SP_OP_EXPERT_DOWN_SHARED: {
       const SpMoeParams& moe = sp_op_record<SpMoeParams>(g.op_params[t.operand[4]]);

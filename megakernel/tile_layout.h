@@ -38,20 +38,16 @@ SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offse
 // MLP: the normalised hidden state as a projection's input, then a member's activations (P bf16).
 SP_HDI uint32_t mlp_act_offset(uint32_t H) { return projection_smem_bytes(H); }
 SP_HDI uint32_t mlp_smem_bytes(uint32_t H, uint32_t piece) { return mlp_act_offset(H) + align16(piece * 2u); }
-// ROUTER: a projection's input, then the E logits (f32) its last block routes from, their keys
-// (ops/moe.h route_key, u32, padded with zeros to a multiple of 4), then the k slots it routes
-// to (RoutingSlot, 8 bytes each); they lie where the task's weight copy was, which the router's
-// rows have read before.
-SP_HDI uint32_t router_logits_offset(uint32_t K) { return projection_smem_bytes(K); }
-SP_HDI uint32_t router_keys_offset(uint32_t K, uint32_t experts) { return router_logits_offset(K) + align16(experts * 4u); }
-SP_HDI uint32_t router_slots_offset(uint32_t K, uint32_t experts) {
-  return router_keys_offset(K, experts) + align16(experts * 4u);
+// EXPERT_GATE_UP: a projection's input, then the k slots of the routing, the E router logits
+// (f32) it routes from and their keys (ops/moe.h route_key, u32, padded with zeros to a
+// multiple of 4).
+SP_HDI uint32_t expert_gate_up_logits_offset(uint32_t K, uint32_t slots) { return projection_smem_bytes(K) + align16(slots * 8u); }
+SP_HDI uint32_t expert_gate_up_keys_offset(uint32_t K, uint32_t slots, uint32_t experts) {
+  return expert_gate_up_logits_offset(K, slots) + align16(experts * 4u);
 }
-SP_HDI uint64_t router_smem_bytes(uint32_t K, uint32_t experts, uint32_t slots) {
-  return router_slots_offset(K, experts) + uint64_t(slots) * 8u;
+SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots, uint32_t experts) {
+  return expert_gate_up_keys_offset(K, slots, experts) + align16(experts * 4u);
 }
-// EXPERT_GATE_UP: a projection's input, then the k slots of the routing.
-SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots) { return projection_smem_bytes(K) + uint64_t(slots) * 8u; }
 // EXPERT_DOWN: the k slots of the routing, their activations (bf16, each row from a 16-byte
 // boundary), the shared expert's (Is bf16; none for EXPERT_DOWN), then the task's `rows` rows
 // of the residual it adds to (bf16).

@@ -1,11 +1,11 @@
 // MoE tiles (tasks/opcodes.h SP_OP_ROUTER, SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN), bit for bit
 // ops/moe.h's: the projection tiles' warp-per-row canonical dots (tile_projection.cuh), the rows
-// of the experts the routing names found as the tile runs. Routed weights have no static span,
+// of the experts the routing names found as the tile runs, each gate/up task routing the token
+// from the router's logits itself. Routed weights have no static span,
 // so nothing of them is preloaded or prefetched to L2.
 #pragma once
 #include <stdint.h>
 
-#include "megakernel/block_arrival.cuh"
 #include "megakernel/device_dot.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/tile_layout.h"
@@ -24,8 +24,8 @@ __device__ inline void start_routing_copy(const uint32_t* routing, const SpMoePa
 }
 
 // Every thread, once the slots are staged and a barrier passed, before any routed row is read:
-// whether each names one of the E experts (a graph whose routing no router writes would read
-// past the fused weights); if not, thread 0 reports the first slot that does not, as
+// whether each names one of the E experts (a graph whose routing no expert gate/up task writes
+// would read past the fused weights); if not, thread 0 reports the first slot that does not, as
 // ops/run_task.h routing_slots throws.
 __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoeParams& p, const TaskSite& site) {
   for (uint32_t s = 0; s < p.slots; ++s)
@@ -36,40 +36,21 @@ __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoePar
   return true;
 }
 
-// The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
-// argmax or split, read from the persistent kernel's copy when it made one; the block whose
-// rows bring the arrivals word to E stages all E logits in shared memory and routes the token
-// as ops/moe.h route does, in shared memory, each part spread so that no thread runs a long
-// chain: every expert's place counted by a thread from the logits' keys (route_key), four keys
-// a shared load, every logit turned into exp(logit − top) in place, then warp 0's lanes each sum
-// them alike (route_sum, the loads vectorised ahead of the adds) and weigh a slot each
-// (route_slot_weight), which they store.
-__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
-  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
-  SpTask rows = t;
-  rows.op = SP_OP_GEMV;
-  rows.operand[4] = SP_NO_VIEW;  // no residual
-  rows.operand[5] = 0;           // no argmax partial
-  rows.operand[7] = 0;           // no split
-  run_gemv<false>(rows, c, smem, extras);
-  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[0], p.experts, t.tile_end - t.tile_begin)) return;
-  const uint32_t K = c.views[t.operand[0]].cols, E = p.experts, padded = (E + 3) & ~3u;
-  float* logits = reinterpret_cast<float*>(smem + router_logits_offset(K));
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + router_keys_offset(K, E));
-  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + router_slots_offset(K, E));
-  const float* written = view_data<const float>(c, t.operand[3]);
-  for (uint32_t e = threadIdx.x; e < padded; e += blockDim.x) {
-    const float x = e < E ? load_data(written + e) : 0.0f;
-    if (e < E) logits[e] = x;
-    keys[e] = e < E ? route_key(x) : 0u;  // a pad's index is past every expert's, so it never comes first
-  }
+// Every thread: the places of the E logits staged at `logits` (ops/moe.h route, its choice),
+// the k chosen experts into slots[place].expert, with no thread running a long chain: each
+// logit's key (route_key) into `keys`, then a thread an expert counts the keys above its own and
+// those equal to it of lower experts (route_place), four keys a shared load. Barriers before and
+// after: the logits are staged, and the slots are complete on return.
+__device__ inline void route_places(const float* logits, uint32_t* keys, const SpMoeParams& p, RoutingSlot* slots) {
+  const uint32_t E = p.experts, padded = (E + 3) & ~3u;
+  for (uint32_t e = threadIdx.x; e < padded; e += blockDim.x)
+    keys[e] = e < E ? route_key(logits[e]) : 0u;  // a pad's index is past every expert's, so it never comes first
   __syncthreads();
-  // Expert e's place (route_place): the keys above its own, and those equal to it of lower experts.
   for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
     const uint32_t x = keys[e];
     uint32_t place = 0;
 #pragma unroll 4
-    for (uint32_t j = 0; j < padded; j += 4) {  // router_keys_offset is 16-byte aligned
+    for (uint32_t j = 0; j < padded; j += 4) {  // the keys' offset is 16-byte aligned
       const uint4 v = *reinterpret_cast<const uint4*>(keys + j);
       place += (v.x > x || (v.x == x && j < e)) + (v.y > x || (v.y == x && j + 1 < e)) +
                (v.z > x || (v.z == x && j + 2 < e)) + (v.w > x || (v.w == x && j + 3 < e));
@@ -77,6 +58,14 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
     if (place < p.slots) slots[place].expert = e;
   }
   __syncthreads();
+}
+
+// Every thread, after route_places: the k slots' weights (ops/moe.h route) into `out`, the
+// logits turned into exp(logit − top) in place, then warp 0's lanes each sum them alike
+// (route_sum, the loads vectorised ahead of the adds) and weigh a slot each
+// (route_slot_weight), which they store with its expert.
+__device__ inline void route_weights(float* logits, const SpMoeParams& p, const RoutingSlot* slots, RoutingSlot* out) {
+  const uint32_t E = p.experts;
   const float top = logits[slots[0].expert];  // the first chosen's (validate() checked k >= 1)
   __syncthreads();
   for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) logits[e] = pm_exp(logits[e] - top);
@@ -85,7 +74,7 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
   float sum = 0.0f;
   uint32_t e = 0;
 #pragma unroll 8
-  for (; e + 4 <= E; e += 4) {  // router_logits_offset is 16-byte aligned
+  for (; e + 4 <= E; e += 4) {  // the logits' offset is 16-byte aligned
     const float4 v = *reinterpret_cast<const float4*>(logits + e);
     sum = sum + v.x;
     sum = sum + v.y;
@@ -93,22 +82,40 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
     sum = sum + v.w;
   }
   for (; e < E; ++e) sum = sum + logits[e];
-  RoutingSlot* out = view_data<RoutingSlot>(c, t.operand[4]);
   for (uint32_t s = lane_id(); s < p.slots; s += 32)
     out[s] = {slots[s].expert, route_slot_weight<float>(logits, sum, p.slots, p.flags & SP_MOE_NORMALISE, slots, s)};
 }
 
-// The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): tile t is row t % Im of
-// slot t / Im, a warp's tiles taken as run_gate_up takes its rows.
-__device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
+// The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
+// argmax or split, read from the persistent kernel's copy when it made one. The routing itself
+// is EXPERT_GATE_UP's: every one of its tasks routes from the logits, so that no block's
+// arrival, routing and store lies between the router's rows and the experts' rows.
+__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
+  SpTask rows = t;
+  rows.op = SP_OP_GEMV;
+  rows.operand[4] = SP_NO_VIEW;  // no residual
+  rows.operand[5] = 0;           // no argmax partial
+  rows.operand[7] = 0;           // no split
+  run_gemv<false>(rows, c, smem, extras);
+}
+
+// The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): the router's logits
+// staged with the input and routed in shared memory (route_places), then tile t is row t % Im of
+// slot t / Im, a warp's tiles taken as run_gate_up takes its rows. The task of tile 0 also
+// weighs the slots and stores the routing EXPERT_DOWN reads (route_weights), before its rows:
+// stored after them, it made that task the stage's last by ~2 µs, and down waits for it.
+__device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
   const SpView& W = c.views[t.operand[0]];
   const uint32_t K = W.cols, Im = p.expert_rows, stride = warps_per_block();
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + projection_smem_bytes(K));
-  start_routing_copy(view_data<const uint32_t>(c, t.operand[3]), p, slots);
+  float* logits = reinterpret_cast<float*>(smem + expert_gate_up_logits_offset(K, p.slots));
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + expert_gate_up_keys_offset(K, p.slots, p.experts));
+  stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), reinterpret_cast<bf16*>(logits), 2u * p.experts);
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, view_data<const bf16>(c, t.operand[2]),
-                                   *c.params, smem, nullptr);  // waits for the slots' copy too
-  if (!routing_in_range(slots, p, site)) return;
+                                   *c.params, smem, nullptr);  // waits for the logits' copy too
+  route_places(logits, keys, p, slots);
+  if (t.tile_begin == 0) route_weights(logits, p, slots, view_data<RoutingSlot>(c, t.operand[3]));
   const bf16* w = view_data<const bf16>(c, t.operand[0]);
   bf16* act = view_data<bf16>(c, t.operand[4]);
   const size_t act_stride = c.views[t.operand[4]].row_stride;

@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/acc.h"
-#include "ops/arrivals.h"
 #include "ops/gemv.h"
 #include "ops/pmath.h"
 
@@ -83,14 +83,12 @@ void route(const float* logits, uint32_t E, uint32_t k, bool normalise, RoutingS
   for (uint32_t s = 0; s < k; ++s) out[s].weight = route_slot_weight(ex.data(), sum, k, normalise, out, s);
 }
 
-// Router rows [r0, r1): logits[e] = r(Ŵ_e · n̂) (f32 holding bf16 values), as a GEMV's; the
-// task whose rows bring `arrivals` to E routes the token (route) into `slots`.
+// Router rows [r0, r1): logits[e] = r(Ŵ_e · n̂) (f32 holding bf16 values), as a GEMV's. The
+// routing is EXPERT_GATE_UP's (expert_gate_up_task).
 template <class Acc>
 void router_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t H, const NormSpec& norm, uint32_t r0,
-                 uint32_t r1, float* logits, uint32_t& arrivals, uint32_t E, uint32_t k, bool normalise,
-                 RoutingSlot* slots) {
+                 uint32_t r1, float* logits) {
   gemv_rows<Acc>(W, row_stride, x, H, norm, r0, r1, logits, nullptr, nullptr);
-  if (arrive_last(arrivals, E, r1 - r0)) route<Acc>(logits, E, k, normalise, slots);
 }
 
 // The fused gate-and-up weights of the experts (opcodes.h SP_OP_EXPERT_GATE_UP): expert e's
@@ -116,6 +114,19 @@ void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const
     const Acc u = rounded(row_dot(gate + size_t(Im) * w.row_stride, n.data(), H));
     act[s * act_stride + r] = swiglu(g, u);
   }
+}
+
+// An EXPERT_GATE_UP task: the token routed from the router's E logits (route), tiles [t0, t1)
+// of its slots' gate and up rows (expert_gate_up_rows), and, by the task of tile 0, the routing
+// stored for EXPERT_DOWN. Every task routes alike, so none waits for another's routing.
+template <class Acc>
+void expert_gate_up_task(const ExpertGateUp& w, const bf16* x, uint32_t H, const NormSpec& norm, const float* logits,
+                         uint32_t E, uint32_t k, bool normalise, uint32_t t0, uint32_t t1, bf16* act, size_t act_stride,
+                         RoutingSlot* routing) {
+  std::vector<RoutingSlot> slots(k);
+  route<Acc>(logits, E, k, normalise, slots.data());
+  expert_gate_up_rows<Acc>(w, x, H, norm, slots.data(), t0, t1, act, act_stride);
+  if (t0 == 0) std::copy(slots.begin(), slots.end(), routing);
 }
 
 // The shared expert of qwen3_next and qwen3_5_moe (spec §6.3): its down rows, its activations

@@ -184,35 +184,34 @@ void run_mlp(const SpTask& t, const TileContext& c) {
 }
 
 // The routing slots of operand k, each expert checked below E: a graph whose routing view no
-// router writes would otherwise read past the fused weights.
+// EXPERT_GATE_UP writes would otherwise read past the fused weights.
 inline const RoutingSlot* routing_slots(const SpTask& t, const TileContext& c, uint32_t k, const SpMoeParams& p) {
   const RoutingSlot* slots = operand_data<const RoutingSlot>(t, c, k);
   for (uint32_t s = 0; s < p.slots; ++s)
     if (slots[s].expert >= p.experts)
       throw_task_error(t, "routing slot " + std::to_string(s) + " names expert " + std::to_string(slots[s].expert) +
-                              ", not one of the " + std::to_string(p.experts) + " (does a router write the routing?)");
+                              ", not one of the " + std::to_string(p.experts) + " (does an expert_gate_up task write the routing?)");
   return slots;
 }
 
 template <class Acc>
 void run_router(const SpTask& t, const TileContext& c) {
-  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 6);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
   router_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
                    {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps}, t.tile_begin,
-                   t.tile_end, operand_data<float>(t, c, 3), *operand_data<uint32_t>(t, c, 5), p.experts, p.slots,
-                   p.flags & SP_MOE_NORMALISE, operand_data<RoutingSlot>(t, c, 4));
+                   t.tile_end, operand_data<float>(t, c, 3));
 }
 
 template <class Acc>
 void run_expert_gate_up(const SpTask& t, const TileContext& c) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
-  expert_gate_up_rows<Acc>({operand_data<const bf16>(t, c, 0), W.row_stride, p.expert_rows},
+  expert_gate_up_task<Acc>({operand_data<const bf16>(t, c, 0), W.row_stride, p.expert_rows},
                            operand_data<const bf16>(t, c, 1), W.cols,
                            {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps},
-                           routing_slots(t, c, 3, p), t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4),
-                           operand_view(t, c, 4).row_stride);
+                           operand_data<const float>(t, c, 6), p.experts, p.slots, p.flags & SP_MOE_NORMALISE,
+                           t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4), operand_view(t, c, 4).row_stride,
+                           operand_data<RoutingSlot>(t, c, 3));
 }
 
 // EXPERT_DOWN's rows, and with `shared` EXPERT_DOWN_SHARED's (operands 5-7 the shared expert).

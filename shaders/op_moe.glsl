@@ -1,8 +1,8 @@
 // The MoE tiles (ops/moe.h, docs/numerics.md "MoE"), bit for bit the CPU reference's: the
-// router's rows are a GEMV's into f32 logits, and the task whose rows bring the arrivals word to
-// E routes the token; the routed experts' gate-and-up and down rows are the projections' warp
-// dots (op_projection.glsl) over the rows of the experts the routing names, found as the tile
-// runs, and EXPERT_DOWN_SHARED's shared expert adds its gated row's dot to the routed sum (the
+// router's rows are a GEMV's into f32 logits, every gate-and-up task routes the token from them
+// (the one of tile 0 also stores the routing); the routed experts' gate-and-up and down rows are
+// the projections' warp dots (op_projection.glsl) over the rows of the experts the routing
+// names, found as the tile runs, and EXPERT_DOWN_SHARED's shared expert adds its gated row's dot to the routed sum (the
 // EXPERT_DOWN tile with a flag, as CUDA's kShared). The tiles keep 32-bit words in g_vecs after
 // what they stage (the host sizes it for them: tasks/op_decls.cpp).
 #ifndef SP_OP_MOE_GLSL
@@ -27,54 +27,62 @@ bool routes_before(float a, uint i, float b, uint j) {
   return a > b || (a == b && i < j);
 }
 
-// The routing of the task that completed the router's rows (ops/moe.h route), in shared words:
-// the E logits (then exp(logit − top) in place) and after them the k chosen experts. Each
-// invocation places its experts (route_place: a count of the experts that route before it, so
-// the places are a permutation and each of the first k is written once); every invocation then
-// sums the weights alike (route_sum in expert order, then route_slot_weight's in choice order), since
-// a loop over shared memory must take the same trips in all of them (workgroup.glsl), and
-// invocation 0 writes the slots {expert, weight rounded to bf16 as f32 bits}. Call in uniform
-// control flow.
-void route(uint64_t logits_addr, uint64_t routing_addr, MoeParams p) {
+// The token's choice (ops/moe.h route), in shared words from word `at` on: the E logits, then
+// the k chosen experts. Each invocation places its experts (route_place: a count of the experts
+// that route before it, so the places are a permutation and each of the first k is written
+// once). Call in uniform control flow; the experts are readable on return.
+void route_experts(uint64_t logits_addr, uint at, MoeParams p) {
   const uint E = p.experts, k = p.slots, n = gl_WorkGroupSize.x;
   Words logits = Words(logits_addr);
   for (uint j = 0u; j < trips(E, n); ++j) {
     const uint e = j * n + invocation();
-    if (e < E) set_shared_word(e, logits.w[e]);
+    if (e < E) set_shared_word(at + e, logits.w[e]);
   }
   sync_shared();
   for (uint j = 0u; j < trips(E, n); ++j) {
     const uint e = min(j * n + invocation(), E - 1u);  // past the last expert: places it again, writes nothing
-    const float logit = uintBitsToFloat(shared_word(e));
+    const float logit = uintBitsToFloat(shared_word(at + e));
     uint place = 0u;
-    for (uint i = 0u; i < E; ++i) place += routes_before(uintBitsToFloat(shared_word(i)), i, logit, e) ? 1u : 0u;
-    if (j * n + invocation() < E && place < k) set_shared_word(E + place, e);
+    for (uint i = 0u; i < E; ++i) place += routes_before(uintBitsToFloat(shared_word(at + i)), i, logit, e) ? 1u : 0u;
+    if (j * n + invocation() < E && place < k) set_shared_word(at + E + place, e);
   }
   sync_shared();
-  const float top = uintBitsToFloat(shared_word(shared_word(E)));  // the first chosen's logit
+}
+
+// Chosen expert s of route_experts' words from `at` on.
+uint routed_expert(uint at, MoeParams p, uint s) { return shared_word(at + p.experts + s); }
+
+// After route_experts: the k slots' weights (ops/moe.h route), the logits turned into
+// exp(logit − top) in place; every invocation sums them alike (route_sum in expert order, then
+// route_slot_weight's in choice order), since a loop over shared memory must take the same trips
+// in all of them (workgroup.glsl), and invocation 0 writes the slots {expert, weight rounded to
+// bf16 as f32 bits} to `routing_addr`. Call in uniform control flow.
+void route_weights(uint at, MoeParams p, uint64_t routing_addr) {
+  const uint E = p.experts, k = p.slots, n = gl_WorkGroupSize.x;
+  const float top = uintBitsToFloat(shared_word(at + routed_expert(at, p, 0u)));  // the first chosen's logit
   sync_shared();  // read by every invocation before the logits are replaced
   for (uint j = 0u; j < trips(E, n); ++j) {
     const uint e = j * n + invocation();
     if (e < E) {
-      precise float x = uintBitsToFloat(shared_word(e)) - top;
-      set_shared_word(e, floatBitsToUint(pm_exp(x)));
+      precise float x = uintBitsToFloat(shared_word(at + e)) - top;
+      set_shared_word(at + e, floatBitsToUint(pm_exp(x)));
     }
   }
   sync_shared();
   precise float sum = 0.0;
   for (uint e = 0u; e < E; ++e) {
-    precise float next = sum + uintBitsToFloat(shared_word(e));
+    precise float next = sum + uintBitsToFloat(shared_word(at + e));
     sum = next;
   }
   precise float chosen_sum = 0.0;
   for (uint s = 0u; s < k; ++s) {
-    precise float next = chosen_sum + exact_div(uintBitsToFloat(shared_word(shared_word(E + s))), sum);
+    precise float next = chosen_sum + exact_div(uintBitsToFloat(shared_word(at + routed_expert(at, p, s))), sum);
     chosen_sum = next;
   }
   Words routing = Words(routing_addr);
   for (uint s = 0u; s < k; ++s) {
-    const uint e = shared_word(E + s);
-    precise float prob = exact_div(uintBitsToFloat(shared_word(e)), sum);
+    const uint e = routed_expert(at, p, s);
+    precise float prob = exact_div(uintBitsToFloat(shared_word(at + e)), sum);
     precise float weight = p.normalise ? exact_div(prob, chosen_sum) : prob;
     if (invocation() == 0u) {
       routing.w[2u * s] = e;
@@ -96,23 +104,16 @@ Task router_rows(Task t) {
   return rows;
 }
 
-// Operands: 0 W, 1 x, 2 norm, 3 logits, 4 routing, 5 arrivals, 6 params. The task whose rows
-// bring the arrivals word to E (it resets it) routes, as CUDA's block_arrived_last.
-void run_router(Task t) {
-  const MoeParams p = moe_params(t, 6u);
-  run_gemv(router_rows(t));
-  if (arrived_last(load_view(t.operand[5]).addr, 0u, t.tile_end - t.tile_begin, p.experts))
-    route(load_view(t.operand[3]).addr, load_view(t.operand[4]).addr, p);
-}
+// Operands: 0 W, 1 x, 2 norm, 3 logits, 4 params. The routing is the gate-and-up tasks'.
+void run_router(Task t) { run_gemv(router_rows(t)); }
 
-// Counted whether the task routes or not.
-uint cost_router(Task t) { return cost_gemv(router_rows(t)) + cost_route(moe_params(t, 6u)); }
+uint cost_router(Task t) { return cost_gemv(router_rows(t)); }
 
 // Stages the k routing slots {expert, weight bits} as shared words from word `at` on, and checks
-// every slot's expert below E before any routed row is read (a graph whose routing no router
-// writes would read past the fused weights): where one is not, the first such slot is reported,
-// as ops/run_task.h routing_slots throws, and every invocation gets false. Call in uniform
-// control flow.
+// every slot's expert below E before any routed row is read (a graph whose routing no
+// gate-and-up task writes would read past the fused weights): where one is not, the first such
+// slot is reported, as ops/run_task.h routing_slots throws, and every invocation gets false.
+// Call in uniform control flow.
 bool stage_routing(uint64_t routing, uint at, MoeParams p) {
   Words slots = Words(routing);
   for (uint j = 0u; j < trips(2u * p.slots, gl_WorkGroupSize.x); ++j) {
@@ -134,28 +135,30 @@ uint cost_stage_routing(MoeParams p) { return trips(2u * p.slots, gl_WorkGroupSi
 uint slot_expert(uint at, uint s) { return shared_word(at + 2u * s); }
 float slot_weight(uint at, uint s) { return uintBitsToFloat(shared_word(at + 2u * s + 1u)); }
 
-// Operands: 0 W (expert e's gate rows e·2Im .., its up rows Im further), 1 x, 2 norm, 3 routing,
-// 4 act, 5 params. Tile t is row t % Im of slot t / Im, a warp's tiles taken as run_gate_up
-// takes its rows. The slots follow the input's octets.
+// Operands: 0 W (expert e's gate rows e·2Im .., its up rows Im further), 1 x, 2 norm, 3 routing
+// (written by the task of tile 0, before its rows, as CUDA's), 4 act, 5 params, 6 the router's
+// logits. The token routed (route_experts) in words after the input's octets; tile t is row
+// t % Im of slot t / Im, a warp's tiles taken as run_gate_up takes its rows.
 void run_expert_gate_up(Task t) {
   const MoeParams p = moe_params(t, 5u);
   const View W = load_view(t.operand[0]), act = load_view(t.operand[4]);
   const uint H = W.cols, Im = p.expert_rows, at = 4u * trips(H, DOT_VEC);
   const bool vec = vec_readable(W.addr, W.stride, H);
   stage_input(load_view(t.operand[1]).addr, load_view(t.operand[2]).addr, H);
-  if (!stage_routing(load_view(t.operand[3]).addr, at, p)) return;
+  route_experts(load_view(t.operand[6]).addr, at, p);
+  if (t.tile_begin == 0u) route_weights(at, p, load_view(t.operand[3]).addr);
   for (uint first = t.tile_begin; first < t.tile_end; first += warps()) {
     // a warp past the last tile reads the last again and writes nothing
     const uint tile = min(first + warp(), t.tile_end - 1u), s = tile / Im, r = tile % Im;
-    const uint64_t gate = row_address(W, slot_expert(at, s) * 2u * Im + r, 2u);
+    const uint64_t gate = row_address(W, routed_expert(at, p, s) * 2u * Im + r, 2u);
     const uint64_t rows[DOT_ROWS] = uint64_t[](gate, gate + 2ul * Im * W.stride);
     const uint y = swiglu_rows(rows, 0u, H, vec);
     if (first + warp() < t.tile_end && lane() == 0u) Halves(row_address(act, s, 2u)).h[r] = uint16_t(y);
   }
 }
 
-// GATE_UP's loops (its operands 0, the rows, are the same) and the slots'.
-uint cost_expert_gate_up(Task t) { return cost_gate_up(t) + cost_stage_routing(moe_params(t, 5u)); }
+// GATE_UP's loops (its operands 0, the rows, are the same) and the routing's.
+uint cost_expert_gate_up(Task t) { return cost_gate_up(t) + cost_route(moe_params(t, 5u)); }
 
 // Elements of g_vecs a slot's activation row takes (whole octets).
 uint slot_row_elements(uint Im) { return DOT_VEC * trips(Im, DOT_VEC); }

@@ -111,7 +111,7 @@ shared uint s_last_arrival;
 // protocol's counters (above: lavapipe breaks atomics with memory semantics in divergent
 // control flow): the first releases every invocation's partials; the second, only in the last
 // task (the others read nothing more of the group), acquires the other tasks' for the merge.
-// Attention's merge, the MLP gangs' sum, the GEMV pieces' sum and the router's routing use it.
+// Attention's merge, the MLP gangs' sum and the GEMV pieces' sum use it.
 // Call in uniform control flow.
 bool arrived_last(uint64_t arrivals, uint kv, uint done, uint used) {
   sync_buffers();

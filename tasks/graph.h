@@ -26,7 +26,7 @@ struct GraphIo {
 };
 
 struct Graph {
-  static constexpr uint32_t kVersion = 8;
+  static constexpr uint32_t kVersion = 9;
 
   std::string model;                    // what it was built from ("synthetic:tiny", a path)
   SpGraphParams params{};

@@ -148,7 +148,7 @@ const SpMoeParams& moe_params(const OperandCheck& o, uint32_t k) {
 }
 
 void check_router(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 6);
+  const SpMoeParams& p = moe_params(o, 4);
   o.row_length(0);
   const uint32_t H = o.view(0).cols;
   o.matrix(0, SP_BF16, p.experts, H, "rows of every expert");
@@ -156,8 +156,6 @@ void check_router(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.array(1, {SP_BF16}, H, "elements of the input");
   o.array(2, {SP_BF16}, H, "norm weights of the input");
   o.array(3, {SP_F32}, p.experts, "logits of every expert");
-  o.array(4, {SP_U32}, 2 * uint64_t(p.slots), "words of the slots' {expert, weight}");
-  o.array(5, {SP_U32}, 1, "arrival word");
 }
 
 void check_expert_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
@@ -172,6 +170,7 @@ void check_expert_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) 
   o.array(2, {SP_BF16}, H, "norm weights of the input");
   o.array(3, {SP_U32}, 2 * uint64_t(p.slots), "words of the slots' {expert, weight}");
   o.matrix(4, SP_BF16, p.slots, p.expert_rows, "activations of every slot");
+  o.array(6, {SP_F32}, p.experts, "router logits of every expert");
 }
 
 void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
@@ -219,15 +218,11 @@ uint64_t mlp_input(const Graph& g, const SpTask& t) { return g.views[t.operand[2
 // The MoE tiles also stage 32-bit words, each in the room of two elements, after rows staged
 // in whole octets (8 elements).
 uint64_t octets(uint64_t elements) { return (elements + 7) / 8 * 8; }
-// The router stages its normed input; the task that routes then holds the E logits and the k
-// chosen experts in the same memory, a word each.
-uint64_t router_input(const Graph& g, const SpTask& t) {
-  const SpMoeParams& p = moe_record(g, t, 6);
-  return std::max(octets(row_input(g, t)), 2 * (uint64_t(p.experts) + p.slots));
-}
-// The routed experts' gate and up rows: the normed input, then the k slots {expert, weight}.
+// The routed experts' gate and up rows: the normed input, then the router's E logits and the k
+// experts it routes to (the shaders' route_experts), words in the room of two elements.
 uint64_t expert_gate_up_input(const Graph& g, const SpTask& t) {
-  return octets(row_input(g, t)) + 4 * uint64_t(moe_record(g, t, 5).slots);
+  const SpMoeParams& p = moe_record(g, t, 5);
+  return octets(row_input(g, t)) + 2 * (uint64_t(p.experts) + p.slots);
 }
 // Their down rows: the k slots' activation rows, then the slots.
 uint64_t expert_down_input(const Graph& g, const SpTask& t) {
@@ -275,10 +270,10 @@ const OpDecl kGemvPiece{{{{K::View, "W"}, {K::View, "x"}, {K::View, "out", true}
                           {K::Split, "split"}}},
                         check_gemv_piece, nullptr, row_input};
 const OpDecl kRouter{{{{K::View, "W"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "logits", true},
-                       {K::View, "routing", true}, {K::View, "arrivals", true}, {K::Params, "params"}}},
-                     check_router, nullptr, router_input};
-const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::View, "norm"}, {K::View, "routing"},
-                             {K::View, "act", true}, {K::Params, "params"}}},
+                       {K::Params, "params"}}},
+                     check_router, nullptr, row_input};
+const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::View, "norm"}, {K::View, "routing", true},
+                             {K::View, "act", true}, {K::Params, "params"}, {K::View, "logits"}}},
                            check_expert_gate_up, expert_gate_up_bytes, expert_gate_up_input};
 const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                            {K::View, "hidden", true}, {K::Params, "params"}}},

@@ -101,19 +101,20 @@ enum SpOpcode : uint32_t {
   //   the rows' arrivals word   7 imm split, as GEMV's (S >= 2)
   SP_OP_GEMV_PIECE = 7,
   // The MoE router of one layer. Tiles: experts (rows of W). Each task writes its experts'
-  // logits r(W[e]·normed(x)) as f32; the one whose tiles bring the arrivals word to E (it resets
-  // it to 0) takes the softmax over all E in f32, the top k (the larger probability first, the
-  // lower expert on a tie), renormalises them when the params say so, and writes the k slots
-  // in that order, each {expert, its weight rounded to bf16, as f32 bits} (ops/moe.h).
-  //   0 W [E,H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 logits [E] f32
-  //   4 routing [2k] u32, written   5 arrivals [1] u32, zero between steps   6 params (SpMoeParams)
+  // logits r(W[e]·normed(x)) as f32; the routing is EXPERT_GATE_UP's (ops/moe.h).
+  //   0 W [E,H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 logits [E] f32, written
+  //   4 params (SpMoeParams)
   SP_OP_ROUTER = 8,
-  // The gate and up rows of the routed experts: tile t is row r = t % Im of slot s = t / Im,
-  // whose expert e the routing names; act[s][r] = r(r(silu(r(Wg_e[r]·n))) * r(Wu_e[r]·n)) as
-  // GATE_UP, n = normed(x). Expert e's gate rows are rows e·2Im + r of W, its up rows
-  // e·2Im + Im + r (experts fused gate-then-up, as HF holds them). Tiles: slot-major rows.
-  //   0 W [E·2Im, H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 routing [2k] u32
-  //   4 act [k, Im] bf16, written   5 params (SpMoeParams)
+  // The gate and up rows of the routed experts. Each task routes the token from the router's
+  // logits: the softmax over all E in f32, the top k (the larger probability first, the lower
+  // expert on a tie), renormalised when the params say so; the task of tile 0 writes the k slots
+  // in that order, each {expert, its weight rounded to bf16, as f32 bits}, for EXPERT_DOWN
+  // (ops/moe.h expert_gate_up_task). Tile t is row r = t % Im of slot s = t / Im, whose expert e
+  // the routing names; act[s][r] = r(r(silu(r(Wg_e[r]·n))) * r(Wu_e[r]·n)) as GATE_UP,
+  // n = normed(x). Expert e's gate rows are rows e·2Im + r of W, its up rows e·2Im + Im + r
+  // (experts fused gate-then-up, as HF holds them). Tiles: slot-major rows.
+  //   0 W [E·2Im, H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 routing [2k] u32, written
+  //   4 act [k, Im] bf16, written   5 params (SpMoeParams)   6 logits [E] f32
   SP_OP_EXPERT_GATE_UP = 9,
   // The down rows of the routed experts and their weighted sum into the residual: for each row
   // r, y_s = r(Wd_e[r]·act[s]) for every slot s (expert e's rows are rows e·H + r of W), then

@@ -363,9 +363,9 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
     }
 }
 
-// The router's routing with 37 experts, 5 a token (odd_experts_model), and with every logit tied
-// with another (tied_experts_model): every mode, and the two-hop build, against the sequential
-// reference.
+// The routing (every expert gate/up task's) with 37 experts, 5 a token (odd_experts_model), and
+// with every logit tied with another (tied_experts_model): every mode, and the two-hop build,
+// against the sequential reference.
 TEST_CASE("MoE with 37 experts, 5 a token, logits tied or not: every mode matches the sequential reference") {
   for (const ModelWeights& w : {test::odd_experts_model(), test::tied_experts_model()}) {
     CAPTURE(w.source);

@@ -121,9 +121,9 @@ TEST_CASE("tiny-moe: a routing slot naming no expert is an error naming the slot
   BuildOptions o;
   o.context = 64;
   Graph g = build_decode_graph(w, o);
-  // The first routed gate-and-up task reads the forced tokens as its routing: slot 1 is the
-  // prompt's {59, 26}, expert 59 of 8.
-  g.tasks[first_task(g, SP_OP_EXPERT_GATE_UP)].operand[3] = g.io.forced_tokens;
+  // The first routed down task reads the forced tokens as its routing: slot 1 is the prompt's
+  // {59, 26}, expert 59 of 8.
+  g.tasks[first_task(g, SP_OP_EXPERT_DOWN)].operand[2] = g.io.forced_tokens;
   const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
   const std::string names = "routing slot 1 names expert 59, not one of the 8";
   const std::string cpu = error_of([&] { run_decode(g, w, {ExecutorKind::Sequential}, prompt, 2); });
@@ -133,7 +133,7 @@ TEST_CASE("tiny-moe: a routing slot naming no expert is an error naming the slot
     CAPTURE(cuda_mode_name(mode));
     const std::string msg = error_of([&] { run_decode(g, w, cuda_options(mode), prompt, 2); });
     CAPTURE(msg);
-    CHECK(msg.find("(expert_gate_up)") != std::string::npos);
+    CHECK(msg.find("(expert_down)") != std::string::npos);
     CHECK(msg.find(names) != std::string::npos);
   }
 }

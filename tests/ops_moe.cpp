@@ -104,22 +104,14 @@ TEST_CASE("route_key orders logits as routes_before does: NaNs last, -0 as +0, t
     }
 }
 
-TEST_CASE("router_rows: tasks in any order route once, when the last rows arrive, and reset the count") {
+TEST_CASE("router_rows: each expert's logit r(W_e · x), the rows split anywhere") {
   std::mt19937 rng(7500);
-  const uint32_t E = 24, H = 40, k = 4;
+  const uint32_t E = 24, H = 40;
   const std::vector<bf16> W = random_bf16(rng, size_t(E) * H, 0.3), x = random_bf16(rng, H);
   std::vector<float> logits(E, -7.0f);
-  std::vector<RoutingSlot> slots(k, RoutingSlot{99, 0.0f});
-  uint32_t arrivals = 0;
   const NormSpec none{nullptr, 0, 0.0f};
-  router_rows<float>(W.data(), H, x.data(), H, none, 16, 24, logits.data(), arrivals, E, k, true, slots.data());
-  router_rows<float>(W.data(), H, x.data(), H, none, 0, 8, logits.data(), arrivals, E, k, true, slots.data());
-  CHECK(slots[0].expert == 99);  // not every row has arrived
-  router_rows<float>(W.data(), H, x.data(), H, none, 8, 16, logits.data(), arrivals, E, k, true, slots.data());
-  CHECK(arrivals == 0);
-  std::vector<RoutingSlot> expected(k);
-  route<float>(logits.data(), E, k, true, expected.data());
-  for (uint32_t s = 0; s < k; ++s) CHECK(slots[s].expert == expected[s].expert);
+  router_rows<float>(W.data(), H, x.data(), H, none, 16, 24, logits.data());
+  router_rows<float>(W.data(), H, x.data(), H, none, 0, 16, logits.data());
   const Eigen::ArrayXd ref = ref_bf16((to_matrix(W.data(), E, H, H) * to_vector(x.data(), H)).array());
   for (uint32_t e = 0; e < E; ++e) CHECK(bf16_steps(f32_to_bf16(logits[e]), bits_of(ref[e])) <= 1);
 }
@@ -184,6 +176,39 @@ TEST_CASE_TEMPLATE("expert_gate_up_rows: each slot's expert's activations, tiles
                 to_std(m.reference_act(m.slots[s].expert)));
   }
   check_tile<Acc>(agree);
+}
+
+TEST_CASE("expert_gate_up_task: every task routes from the logits, the task of tile 0 alone writes the routing") {
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(8500 + seed);
+    const RandomExperts m(rng);
+    CAPTURE(seed);
+    std::vector<float> logits(m.E);
+    for (float& l : logits) l = bf16_to_f32(random_bf16(rng, 1, 2.0)[0]);
+    if (m.E > 2) logits[1] = logits[2];  // a tie, broken by the lower expert
+    const bool normalise = seed % 2 == 0;
+    std::vector<RoutingSlot> expected(m.k), unused(m.k, RoutingSlot{77, 0.5f});
+    route<float>(logits.data(), m.E, m.k, normalise, expected.data());
+    const size_t act_stride = m.Im;
+    const uint32_t tiles = m.k * m.Im, cut = random_in(rng, 1, std::max(1u, tiles - 1));
+    std::vector<bf16> act(m.k * act_stride, 0x7FC0), want(m.k * act_stride, 0x7FC0);
+    const ExpertGateUp w{m.gate_up.data(), m.gu_stride, m.Im};
+    const NormSpec norm{m.norm_w.data(), m.kind, 1e-6f};
+    std::vector<RoutingSlot> routing(m.k, RoutingSlot{77, 0.5f});
+    expert_gate_up_task<float>(w, m.hidden.data(), m.H, norm, logits.data(), m.E, m.k, normalise, cut, tiles,
+                               act.data(), act_stride, routing.data());
+    CHECK(std::equal(routing.begin(), routing.end(), unused.begin(), [](RoutingSlot a, RoutingSlot b) {
+      return a.expert == b.expert && a.weight == b.weight;
+    }));  // not the task of tile 0
+    expert_gate_up_task<float>(w, m.hidden.data(), m.H, norm, logits.data(), m.E, m.k, normalise, 0, cut,
+                               act.data(), act_stride, routing.data());
+    for (uint32_t s = 0; s < m.k; ++s) {
+      CHECK(routing[s].expert == expected[s].expert);
+      CHECK(routing[s].weight == expected[s].weight);
+    }
+    expert_gate_up_rows<float>(w, m.hidden.data(), m.H, norm, expected.data(), 0, tiles, want.data(), act_stride);
+    CHECK(act == want);
+  }
 }
 
 TEST_CASE_TEMPLATE("expert_down_rows: r(hidden + r(the sum in slot order of r(w · r(down · act))))", Acc, float,

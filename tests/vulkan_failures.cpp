@@ -90,17 +90,17 @@ TEST_CASE("vulkan: a routing slot naming no expert is an error naming the task a
   BuildOptions o;
   o.context = 64;
   Graph g = build_decode_graph(w, o);
-  // The first routed gate-and-up task reads the forced tokens as its routing: slot 1 is the
-  // prompt's {59, 26}, expert 59 of 8.
-  g.tasks[first_task(g, SP_OP_EXPERT_GATE_UP)].operand[3] = g.io.forced_tokens;
+  // The first routed down task reads the forced tokens as its routing: slot 1 is the prompt's
+  // {59, 26}, expert 59 of 8.
+  g.tasks[first_task(g, SP_OP_EXPERT_DOWN)].operand[2] = g.io.forced_tokens;
   const std::vector<uint32_t> prompt = {3, 141, 59, 26, 5};
   const std::string names = "routing slot 1 names expert 59, not one of the 8";
   CHECK(error_of([&] { run_decode(g, w, {ExecutorKind::Sequential}, prompt, 2); }).find(names) != std::string::npos);
   auto ex = make_executor(g, w, vulkan_options(2));
   const std::string msg = error_of([&] { run_decode(*ex, g, prompt, 2); });
   CAPTURE(msg);
-  CHECK(msg.find("vulkan executor: task " + std::to_string(first_task(g, SP_OP_EXPERT_GATE_UP)) +
-                 " (expert_gate_up) of step 0: " + names) == 0);
+  CHECK(msg.find("vulkan executor: task " + std::to_string(first_task(g, SP_OP_EXPERT_DOWN)) +
+                 " (expert_down) of step 0: " + names) == 0);
   CHECK(error_of([&] { ex->run_steps(1); }).find("earlier failure") != std::string::npos);
 }
 

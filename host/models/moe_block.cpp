@@ -16,7 +16,6 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
   params_ = e.add_params(SpMoeParams{E, k, Im, normalise ? SP_MOE_NORMALISE : 0u, {}});
   logits_ = e.alloc("router_logits", SP_ARENA_WORK, SP_F32, 1, E);
   routing_ = e.alloc("routing", SP_ARENA_WORK, SP_U32, 1, 2 * uint64_t(k));
-  arrivals_ = e.alloc("router_arrivals", SP_ARENA_WORK, SP_U32, 1, 1);
   act_ = e.alloc("expert_act", SP_ARENA_WORK, SP_BF16, k, Im);
   if (!shared_) return;
   shared_act_ = e.alloc("shared_expert_act", SP_ARENA_WORK, SP_BF16, 1, c.shared_intermediate);
@@ -48,15 +47,17 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   const uint32_t gate_up = e_.weight(layer(l, kExpertsGateUp), {E, 2 * uint64_t(Im), H});
   const uint32_t down = e_.weight(layer(l, kExpertsDown), {E, H, Im});
 
-  // The shared expert's rows and gate join the router's stage, after its tasks: they wait for
-  // the attention (`prev`) alone and stream while the router runs, and the routed experts' stage
-  // is then theirs alone, which its tasks claim one a block (a stage's quota is its tasks over
-  // the blocks), all starting once the routing is written. Their buffers are safe to rewrite
+  // The router's tasks write its logits; every routed gate/up task routes from them (so that no
+  // task's routing lies between the router's rows and the experts' rows), and the one of tile 0
+  // stores the routing down reads. The shared expert's rows and gate join the router's stage,
+  // after its tasks: they wait for the attention (`prev`) alone and stream while the router
+  // runs, and the routed experts' stage is then theirs alone, which its tasks claim one a block
+  // (a stage's quota is its tasks over the blocks), all starting once the logits are written. Their buffers are safe to rewrite
   // then: the last layer's down stage, their reader, ended before this layer's attention began.
   Stage s_router = e_.begin_stage(tag + "router");
   e_.split(s_router, 0, E, e_.rows_per_task(E), [&](uint32_t r0, uint32_t r1) {
     e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_ROUTER, l, r0, r1,
-                {router, h, post_norm, logits_, routing_, arrivals_, params_});
+                {router, h, post_norm, logits_, params_});
   });
   uint32_t wd_shared = SP_NO_VIEW;
   if (shared_) {
@@ -74,7 +75,7 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   const uint32_t slot_rows = k * Im;  // within 32 bits: checked above
   e_.split(s_gu, 0, slot_rows, e_.rows_per_task(slot_rows), [&](uint32_t t0, uint32_t t1) {
     e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, t0, t1,
-                {gate_up, h, post_norm, routing_, act_, params_});
+                {gate_up, h, post_norm, routing_, act_, params_, logits_});
   });
   Stage s_down = e_.begin_stage(tag + "expert_down");
   e_.split(s_down, 0, H, e_.rows_per_task(H), [&](uint32_t r0, uint32_t r1) {

@@ -29,7 +29,7 @@ class MoeBlock {
   GraphEmitter& e_;
   DecoderViews v_;
   bool shared_;
-  uint32_t params_, logits_, routing_, arrivals_, act_, shared_act_ = 0, shared_logit_ = 0;
+  uint32_t params_, logits_, routing_, act_, shared_act_ = 0, shared_logit_ = 0;
 };
 
 }  // namespace spindle
