@@ -41,7 +41,9 @@ SP_HDI uint32_t mlp_smem_bytes(uint32_t H, uint32_t piece) { return mlp_act_offs
 // EXPERT_GATE_UP: a projection's input, then the k slots of the routing, the E router logits
 // (f32) it routes from and their keys (ops/moe.h route_key, u32, padded with zeros to a
 // multiple of 4).
-SP_HDI uint32_t expert_gate_up_logits_offset(uint32_t K, uint32_t slots) { return projection_smem_bytes(K) + align16(slots * 8u); }
+SP_HDI uint32_t expert_gate_up_logits_offset(uint32_t K, uint32_t slots) {
+  return projection_smem_bytes(K) + align16(slots * 8u);
+}
 SP_HDI uint32_t expert_gate_up_keys_offset(uint32_t K, uint32_t slots, uint32_t experts) {
   return expert_gate_up_logits_offset(K, slots) + align16(experts * 4u);
 }

@@ -1,8 +1,8 @@
 // MoE tiles (tasks/opcodes.h SP_OP_ROUTER, SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN), bit for bit
 // ops/moe.h's: the projection tiles' warp-per-row canonical dots (tile_projection.cuh), the rows
 // of the experts the routing names found as the tile runs, each gate/up task routing the token
-// from the router's logits itself. Routed weights have no static span,
-// so nothing of them is preloaded or prefetched to L2.
+// from the router's logits itself. Routed weights have no static span, so nothing of them is
+// preloaded or prefetched to L2.
 #pragma once
 #include <stdint.h>
 
@@ -103,7 +103,8 @@ __device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t
 // staged with the input and routed in shared memory (route_places), then tile t is row t % Im of
 // slot t / Im, a warp's tiles taken as run_gate_up takes its rows. The task of tile 0 also
 // weighs the slots and stores the routing EXPERT_DOWN reads (route_weights), before its rows:
-// stored after them, it made that task the stage's last by ~2 µs, and down waits for it.
+// stored after them, it made that task the stage's last by ~2 µs, and down waits for it
+// (docs/EXPERIMENTS.md).
 __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 5);  // validate() checked it
   const SpView& W = c.views[t.operand[0]];

@@ -52,8 +52,9 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   // stores the routing down reads. The shared expert's rows and gate join the router's stage,
   // after its tasks: they wait for the attention (`prev`) alone and stream while the router
   // runs, and the routed experts' stage is then theirs alone, which its tasks claim one a block
-  // (a stage's quota is its tasks over the blocks), all starting once the logits are written. Their buffers are safe to rewrite
-  // then: the last layer's down stage, their reader, ended before this layer's attention began.
+  // (a stage's quota is its tasks over the blocks), all starting once the logits are written.
+  // Their buffers are safe to rewrite then: the last layer's down stage, their reader, ended
+  // before this layer's attention began.
   Stage s_router = e_.begin_stage(tag + "router");
   e_.split(s_router, 0, E, e_.rows_per_task(E), [&](uint32_t r0, uint32_t r1) {
     e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_ROUTER, l, r0, r1,
