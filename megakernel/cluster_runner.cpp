@@ -61,12 +61,10 @@ class ClusterRunner final : public Runner {
       repack_piece_major(const_cast<bf16*>(layer.wo), uint32_t(H), p.n_heads * p.head_dim, plan.o_stride,
                          p.n_heads / p.n_kv_heads * p.head_dim);
     layers_ = upload(plan.layers, "the cluster program's layers");
-    o_words_ = DeviceBuffer(2 * p.n_kv_heads * H * 8, "the cluster program's o_proj words");
-    mlp_words_ = DeviceBuffer(2 * plan.program.mlp_gangs * H * 8, "the cluster program's MLP words");
-    argmax_words_ =
-        DeviceBuffer(size_t(workers()) * kArgmaxStride * 8, "the cluster program's argmax partials");
-    for (DeviceBuffer* b : {&o_words_, &mlp_words_, &argmax_words_})
-      SP_CUDA(cudaMemset(b->data(), 0, b->bytes()));  // flag 0: no layer's
+    // Zeroed: flag 0 is no layer's.
+    o_words_ = zeroed(2 * p.n_kv_heads * H * 8, "the cluster program's o_proj words");
+    mlp_words_ = zeroed(2 * plan.program.mlp_gangs * H * 8, "the cluster program's MLP words");
+    argmax_words_ = zeroed(size_t(workers()) * kArgmaxStride * 8, "the cluster program's argmax partials");
     program_ = plan.program;
     program_.layers = layers_.as<const ClusterLayer>();
     program_.o_words = o_words_.as<unsigned long long>();

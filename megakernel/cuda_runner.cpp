@@ -50,13 +50,13 @@ size_t tile_smem_bytes(const Graph& g, uint32_t score_positions, uint32_t kv_pos
   return bytes;
 }
 
+}  // namespace
+
 DeviceBuffer zeroed(size_t bytes, const std::string& what) {
   DeviceBuffer b(bytes, what);
   SP_CUDA(cudaMemset(b.data(), 0, b.bytes()));
   return b;
 }
-
-}  // namespace
 
 SharedDevice::SharedDevice(const Graph& g, const ModelWeights& w, bool gangs)
     : model(g, w),

@@ -99,6 +99,9 @@ struct DeviceTables {
 };
 DeviceGraph device_graph(const Graph& g, const SharedDevice& d, const LaunchLimits& limits, const DeviceTables& t);
 
+// A device buffer of `bytes` bytes, zeroed.
+DeviceBuffer zeroed(size_t bytes, const std::string& what);
+
 // Copies b.bytes() bytes from host memory into b.
 void copy_to_device(DeviceBuffer& b, const void* host);
 template <class T>

@@ -132,8 +132,7 @@ class PersistentRunner final : public Runner {
     staged_ = upload(staged_tasks(g, stages, tuning,
                                   {copies.projection_bytes, dynamic_limit, gangs_at_once_, copies.ahead_bytes}, limits),
                      "the staged task table");
-    progress_ = DeviceBuffer(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
-    SP_CUDA(cudaMemset(progress_.data(), 0, progress_.bytes()));
+    progress_ = zeroed(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     DeviceTables tables;
     tables.staged = staged_.as<const StagedTask>();
     if (opt.schedule == ScheduleKind::Static) {
