@@ -42,7 +42,7 @@ void check_supported(const Graph& g) {
                 std::to_string(p.head_dim) + " are more than the attention tile holds (raise --tune attn-q-splits)");
   for (uint32_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
-    if (!(sp_op_executors(t.op) & (SP_ON_CUDA_PLAIN | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)))
+    if (!(sp_op_executors(t.op) & (SP_ON_CUDA_PLAIN | SP_ON_CUDA_MOE | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP)))
       unsupported(i, t, "opcode " + std::to_string(t.op) + " has no device tile");
     if (t.op == SP_OP_GEMV) {
       const uint32_t dtype = g.views[t.operand[3]].dtype;

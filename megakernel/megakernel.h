@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "megakernel/device_records.h"
+#include "megakernel/tile_build.h"
 
 namespace spindle::cuda {
 
@@ -17,8 +18,8 @@ struct MegakernelLaunch {
   uint32_t input_cache;     // a task whose normalised input the block already holds skips it
   uint32_t merge_release;   // static lists: one release for consecutive tasks of one stage
   Backoff backoff;          // between polls of a counter, and the watchdog's bound
-  uint32_t preload_bytes;  // plain build: a projection task's weights up to this size are copied
-                           // into shared memory before its wait (0 = never), when they fit in
+  uint32_t preload_bytes;  // plain and MoE builds: a projection task's weights up to this size are
+                           // copied into shared memory before its wait (0 = never), when they fit in
   uint32_t smem_bytes;     // the launch's dynamic shared memory (two-hop build: the host's
                            // StagedTask::copy says which, and a copy ahead lies anywhere in it)
   uint32_t copy_ahead;     // two-hop build: a task's weights may be copied during the task before
@@ -26,20 +27,21 @@ struct MegakernelLaunch {
                            // [k * n_stages + s], zeroed before the launch
 };
 
-// The kernel has builds: registers for `min_blocks_per_sm` (1 or 2) blocks an SM, and, with
-// `two_hop`, the two-hop layer's tiles (split GEMV dots, MLP gangs; 1 block an SM only), which
-// the other builds leave out so that they pay nothing for them.
+// The kernel has builds (tile_build.h): the plain build, with registers for `min_blocks_per_sm`
+// (1 or 2) blocks an SM; the MoE build (the plain build with the routed experts' tiles) and the
+// two-hop build (every tile), 1 block an SM only. Each leaves out what the smaller graphs do not
+// need, so that they pay nothing for it.
 
 // Blocks of a build one SM can hold at once with `smem` bytes of dynamic shared memory. Raises
 // that build's shared-memory limit to `smem` first.
-uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, bool two_hop, size_t smem);
+uint32_t megakernel_blocks_per_sm(uint32_t min_blocks_per_sm, TileBuild build, size_t smem);
 
 // The static shared memory of a build: what a block has beside the dynamic part.
-size_t megakernel_static_smem(uint32_t min_blocks_per_sm, bool two_hop);
+size_t megakernel_static_smem(uint32_t min_blocks_per_sm, TileBuild build);
 
 // The grid must be co-resident (the caller clamps it): for the static schedule, and for gangs
 // whose members run at once (DeviceGraph::gang_counters).
-void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, bool two_hop, uint32_t blocks, size_t smem,
+void launch_megakernel(const DeviceGraph& g, uint32_t min_blocks_per_sm, TileBuild build, uint32_t blocks, size_t smem,
                        const MegakernelLaunch& launch, cudaStream_t stream);
 
 }  // namespace spindle::cuda

@@ -11,25 +11,17 @@
 #include "megakernel/l2_prefetch.h"
 #include "megakernel/megakernel.h"
 #include "megakernel/per_op.h"
+#include "megakernel/persistent_build.h"
 #include "megakernel/repack_down.h"
 #include "megakernel/task_copies.h"
 #include "megakernel/task_smem.h"
 #include "tasks/counters.h"
 #include "tasks/error.h"
 #include "tasks/gang.h"
-#include "tasks/gemv_split.h"
 #include "tasks/op_decls.h"
 
 namespace spindle::cuda {
 namespace {
-
-// Whether the graph needs the persistent kernel's two-hop build (megakernel.h): split GEMV dots,
-// GEMV pieces or MLP gangs.
-bool needs_two_hop(const Graph& g) {
-  return std::any_of(g.tasks.begin(), g.tasks.end(), [](const SpTask& t) {
-    return !(sp_op_executors(t.op) & SP_ON_CUDA_PLAIN) || (t.op == SP_OP_GEMV && gemv_split(t.operand[7]).pieces > 1);
-  });
-}
 
 // The most tasks a stage holding a gang has (0: no gangs). Its gangs' members can run at once
 // when every one of them gets a block of its own: `blocks` at least that many.
@@ -97,14 +89,14 @@ class PersistentRunner final : public Runner {
       : g_(g), opt_(opt), d_(d) {
     const MegakernelTuning& tuning = opt.megakernel;
     const std::vector<Stage> stages = graph_stages(g);
-    two_hop_ = needs_two_hop(g);
+    build_ = persistent_build(g);
     gang_stage_ = largest_gang_stage(stages, g);
     if (tuning.blocks_per_sm != 1 && tuning.blocks_per_sm != 2)
       throw Error("cuda executor: blocks_per_sm is 1 or 2, not " + std::to_string(tuning.blocks_per_sm));
-    if (two_hop_ && tuning.blocks_per_sm != 1)
-      throw Error("cuda executor: the megakernel's build for split GEMVs and MLP gangs runs 1 block an SM, not " +
-                  std::to_string(tuning.blocks_per_sm));
-    const size_t static_smem = megakernel_static_smem(tuning.blocks_per_sm, two_hop_);
+    if (build_ != TileBuild::kPlain && tuning.blocks_per_sm != 1)
+      throw Error(std::string("cuda executor: the megakernel's ") + tile_build_name(build_) +
+                  " build (the graph's ops need it) runs 1 block an SM, not " + std::to_string(tuning.blocks_per_sm));
+    const size_t static_smem = megakernel_static_smem(tuning.blocks_per_sm, build_);
     const size_t dynamic_limit = limits.smem_limit - static_smem;
     if (limits.tile_smem > dynamic_limit)
       throw Error("cuda executor: the graph's largest tile needs " + std::to_string(limits.tile_smem) +
@@ -118,9 +110,9 @@ class PersistentRunner final : public Runner {
     preload_smem_ = need.smem;
     // Copies ahead (the two-hop build's) are placed where the task before leaves room: most
     // often at the top.
-    copy_ahead_ = two_hop_ && need.ahead;
+    copy_ahead_ = build_ == TileBuild::kTwoHop && need.ahead;
     smem_ = copy_ahead_ ? dynamic_limit : std::max(limits.tile_smem, preload_smem_);
-    const uint32_t per_sm = megakernel_blocks_per_sm(tuning.blocks_per_sm, two_hop_, smem_);
+    const uint32_t per_sm = megakernel_blocks_per_sm(tuning.blocks_per_sm, build_, smem_);
     if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     if (per_sm < tuning.blocks_per_sm)
       throw Error("cuda executor: " + std::to_string(tuning.blocks_per_sm) + " blocks do not fit on an SM with " +
@@ -184,7 +176,7 @@ class PersistentRunner final : public Runner {
       launch.preload_bytes = tuning.weight_preload_bytes;
       launch.copy_ahead = copy_ahead_;
       launch.smem_bytes = uint32_t(smem_);
-      launch_megakernel(graph_, tuning.blocks_per_sm, two_hop_, blocks_, smem_, launch, d_.stream.get());
+      launch_megakernel(graph_, tuning.blocks_per_sm, build_, blocks_, smem_, launch, d_.stream.get());
     }
   }
 
@@ -206,7 +198,7 @@ class PersistentRunner final : public Runner {
       knobs += ", L2 prefetch " + (prefetch % (1u << 20) ? std::to_string(prefetch >> 10) + " KiB"
                                                           : std::to_string(prefetch >> 20) + " MiB") +
                " a stage at distance " + std::to_string(t.l2_prefetch_distance);
-    if (two_hop_) knobs += ", two-hop build";
+    if (build_ != TileBuild::kPlain) knobs += std::string(", ") + tile_build_name(build_) + " build";
     if (gang_stage_)
       knobs += gangs_at_once_ ? ", gangs' members at once" : ", gangs whole (fewer blocks than a gang stage's tasks)";
     return "cuda megakernel (" + std::to_string(blocks_) + " blocks x " + std::to_string(kBlockThreads) +
@@ -259,7 +251,7 @@ class PersistentRunner final : public Runner {
   SharedDevice& d_;
   uint32_t blocks_ = 0;
   size_t smem_ = 0;             // the launch's dynamic shared memory a block
-  bool two_hop_ = false;        // the graph needs the two-hop build (megakernel.h)
+  TileBuild build_ = TileBuild::kPlain;  // the build the graph needs (persistent_build.h)
   uint32_t gang_stage_ = 0;     // tasks of the graph's largest stage holding a gang (0: no gangs)
   bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
   bool copy_ahead_ = false;     // some task's weights may be copied during the task before

@@ -6,6 +6,7 @@
 #include "megakernel/device_failure.cuh"
 #include "megakernel/device_records.h"
 #include "megakernel/tile_attention.cuh"
+#include "megakernel/tile_build.h"
 #include "megakernel/tile_embed.cuh"
 #include "megakernel/tile_gdn.cuh"
 #include "megakernel/tile_mlp.cuh"
@@ -14,18 +15,6 @@
 #include "megakernel/tile_sample.cuh"
 
 namespace spindle::cuda {
-
-// Which tiles a kernel is built with: the persistent kernel's plain build, without the tiles of
-// the two-hop layer (docs/two-hop-layer.md): split GEMV dots (tile_projection.cuh run_gemv says
-// why a build without them matters), MLP gang tasks, whose members run at once with a gang
-// barrier and whole without, and GEMV pieces; its two-hop build, with them; and the per-op
-// kernels, with them, whole gangs' rows in global memory read in groups (tile_mlp.cuh mlp_piece).
-enum class TileBuild { kPlain, kTwoHop, kPerOp };
-
-// The build's flag in tasks/opcodes.h SP_OPS: an op has a tile in the build when its entry says so.
-__host__ __device__ constexpr uint32_t build_flag(TileBuild b) {
-  return b == TileBuild::kPlain ? SP_ON_CUDA_PLAIN : b == TileBuild::kTwoHop ? SP_ON_CUDA_TWO_HOP : SP_ON_CUDA_PER_OP;
-}
 
 // `t` and `c` are the task and the context the tile reads (the persistent kernel passes copies
 // in shared memory); `extras` is nullptr in the per-op kernels. kOnly, when not 0, is the one
@@ -46,7 +35,8 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_EMBED)) run_embed(t, c, site);
       return;
     case SP_OP_GEMV:
-      if constexpr (has(SP_OP_GEMV)) run_gemv<kBuild != TileBuild::kPlain>(t, c, smem, extras);
+      if constexpr (has(SP_OP_GEMV))
+        run_gemv<kBuild == TileBuild::kTwoHop || kBuild == TileBuild::kPerOp>(t, c, smem, extras);
       return;
     case SP_OP_GATE_UP:
       if constexpr (has(SP_OP_GATE_UP)) run_gate_up(t, c, smem, extras);

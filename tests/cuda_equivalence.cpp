@@ -334,13 +334,19 @@ TEST_CASE("qwen3-0.6b shapes, o_proj and down split as the two-hop layer sums th
   check_every_mode(qwen06b_graph(w, TwoHop::HeadPieces), w, prompt, 3, expect_06b, {132});
 }
 
-TEST_CASE("tiny: the megakernel's two-hop build runs 1 block an SM and says so when asked for 2") {
-  const TinyModel& m = tiny_fused_mlp_model();
+TEST_CASE("the megakernel's two-hop and MoE builds run 1 block an SM and say so when asked for 2") {
   MegakernelTuning two;
   two.blocks_per_sm = 2;
-  const std::string msg = error_of([&] { CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, 0, two)); });
+  const TinyModel& m = tiny_fused_mlp_model();
+  std::string msg = error_of([&] { CudaExecutor ex(m.graph, m.weights, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, 0, two)); });
   CAPTURE(msg);
-  CHECK(msg.find("split GEMVs and MLP gangs runs 1 block an SM, not 2") != std::string::npos);
+  CHECK(msg.find("the megakernel's two-hop build (the graph's ops need it) runs 1 block an SM, not 2") != std::string::npos);
+  const ModelWeights moe = load_model("synthetic:tiny-moe");
+  BuildOptions o;
+  o.context = 64;
+  const Graph g = build_decode_graph(moe, o);
+  msg = error_of([&] { CudaExecutor ex(g, moe, cuda_options(CudaMode::Megakernel, ScheduleKind::Ticket, 0, two)); });
+  CHECK(msg.find("the megakernel's MoE build (the graph's ops need it) runs 1 block an SM, not 2") != std::string::npos);
 }
 
 // The configuration `spindle bench` stalled in with static lists (qwen3-0.6b, context 4161,
@@ -364,8 +370,8 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
 }
 
 // The routing (every expert gate/up task's) with 37 experts, 5 a token (odd_experts_model), and
-// with every logit tied with another (tied_experts_model): every mode, and the two-hop build,
-// against the sequential reference.
+// with every logit tied with another (tied_experts_model): every mode (the megakernel's MoE
+// build), and the two-hop build, against the sequential reference.
 TEST_CASE("MoE with 37 experts, 5 a token, logits tied or not: every mode matches the sequential reference") {
   for (const ModelWeights& w : {test::odd_experts_model(), test::tied_experts_model()}) {
     CAPTURE(w.source);
@@ -393,7 +399,8 @@ TEST_CASE("MoE with 37 experts, 5 a token, logits tied or not: every mode matche
 
 // The MoE tiles: the router's logits and its choice of experts (the last of its tasks to arrive
 // routes), the routed gate-and-up and down rows. The router in one task and in three (three rows
-// a task, expert tasks across two slots' rows); the two-hop build (o_proj split) as well.
+// a task, expert tasks across two slots' rows), in the megakernel's MoE build; the two-hop build
+// (o_proj split) as well.
 TEST_CASE("tiny-moe: every mode, schedule and worker count matches the sequential reference, the router in 1 or 3 tasks") {
   const ModelWeights w = load_model("synthetic:tiny-moe");
   BuildOptions o;

@@ -213,7 +213,7 @@ TEST_CASE("a largest tile beyond a block's shared memory is refused, naming the 
   const auto attention_bytes = [&](uint32_t kv) { return uint32_t(cuda::task_smem_bytes(g, *attention, scores, kv)); };
   int limit = 0;
   REQUIRE(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);
-  const uint32_t own = uint32_t(cuda::megakernel_static_smem(1, false));
+  const uint32_t own = uint32_t(cuda::megakernel_static_smem(1, cuda::TileBuild::kPlain));
   uint32_t kv = 1;
   while (attention_bytes(kv) <= uint32_t(limit) - own) ++kv;
   REQUIRE(attention_bytes(kv) <= uint32_t(limit));  // within a block's, not beside the kernel's
