@@ -28,9 +28,9 @@ struct MegakernelLaunch {
 };
 
 // The kernel has builds (tile_build.h): the plain build, with registers for `min_blocks_per_sm`
-// (1 or 2) blocks an SM; the MoE build (the plain build with the routed experts' tiles) and the
-// two-hop build (every tile), 1 block an SM only. Each leaves out what the smaller graphs do not
-// need, so that they pay nothing for it.
+// (1 or 2) blocks an SM; the MoE build (the plain build's tiles but GATE_UP, with the routed
+// experts') and the two-hop build (every tile), 1 block an SM only. Each leaves out what the
+// smaller graphs do not need, so that they pay nothing for it.
 
 // Blocks of a build one SM can hold at once with `smem` bytes of dynamic shared memory. Raises
 // that build's shared-memory limit to `smem` first.

@@ -261,8 +261,8 @@ __device__ __forceinline__ float split_warp_dot(const bf16* row, const bf16* n, 
 }
 
 // kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7): the
-// persistent kernel's plain build does not, since the path alone, never taken, made qwen3-0.6b
-// 2.4% slower at position 1 and 6% at 4096 (docs/EXPERIMENTS.md); its two-hop
+// persistent kernel's plain and MoE builds do not, since the path alone, never taken, made
+// qwen3-0.6b 2.4% slower at position 1 and 6% at 4096 (docs/EXPERIMENTS.md); its two-hop
 // build and the per-op kernels do.
 template <bool kSplits>
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {

@@ -20,9 +20,10 @@
 // build weighs on every task's code (the MoE tiles made qwen3-8b's megakernel 6.6% slower). A
 // graph with such an op runs in the two-hop build.
 #define SP_ON_ALL_BUT_PLAIN (SP_ON_CPU | SP_ON_CUDA_TWO_HOP | SP_ON_CUDA_PER_OP | SP_ON_VULKAN)
-// The routed experts' ops are in the MoE build as well; the dense MLP's GATE_UP is not (no
-// qwen3_moe graph whose every layer is routed has one).
-#define SP_ON_ALL_BUT_PLAIN_AND_MOE (SP_ON_ALL_BUT_PLAIN | SP_ON_CUDA_MOE)
+// The routed experts' ops are in the MoE build as well (the plain build's tiles but GATE_UP, and
+// theirs); the dense MLP's GATE_UP is not: no qwen3_moe graph whose every layer is routed has
+// one, and one with dense layers runs in the two-hop build.
+#define SP_ON_ALL_BUT_PLAIN_WITH_MOE (SP_ON_ALL_BUT_PLAIN | SP_ON_CUDA_MOE)
 #define SP_ON_ALL_BUT_MOE (SP_ON_ALL & ~SP_ON_CUDA_MOE)
 
 // X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
@@ -35,9 +36,9 @@
   X(SAMPLE, sample, 5, SP_ON_ALL)                                     \
   X(MLP, mlp, 6, SP_ON_ALL_BUT_PLAIN)                                 \
   X(GEMV_PIECE, gemv_piece, 7, SP_ON_ALL_BUT_PLAIN)                   \
-  X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN_AND_MOE)                   \
-  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN_AND_MOE)   \
-  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN_AND_MOE)        \
+  X(ROUTER, router, 8, SP_ON_ALL_BUT_PLAIN_WITH_MOE)                   \
+  X(EXPERT_GATE_UP, expert_gate_up, 9, SP_ON_ALL_BUT_PLAIN_WITH_MOE)   \
+  X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN_WITH_MOE)        \
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)

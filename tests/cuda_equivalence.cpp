@@ -423,6 +423,8 @@ TEST_CASE("tiny-moe: every mode, schedule and worker count matches the sequentia
           CAPTURE(n);
           CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, n, tuning));
           CAPTURE(ex.describe());
+          // The graphs without a split run in the MoE build, the split one in the two-hop build.
+          CHECK(ex.describe().find(i < 2 ? ", MoE build" : ", two-hop build") != std::string::npos);
           check_same(run_decode(ex, g, kPrompt, kNewTokens), expect);
         }
     for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
