@@ -69,11 +69,6 @@ struct MegakernelTuning {
   // them faster, and leaves room for the tile within the two-hop build's shared memory; no
   // qwen3-8b projection task is that small (measured: docs/EXPERIMENTS.md).
   uint32_t weight_preload_bytes = 192u << 10;
-  // Two-hop build: a task whose copy takes at least this many bytes may have it started during
-  // the wait of the block's task before, once its record is in, where that task leaves shared
-  // memory free (tile_layout.h ahead_place); 0 = never. 1 KB (every copy) made qwen3-0.6b's
-  // --tune fused-mlp=128/16 2.7% faster at position 1 and 1.4% at 4096 (docs/EXPERIMENTS.md).
-  uint32_t copy_ahead_bytes = 1u << 10;
 
   // Each task, once it has run, asks the L2 for its share of the weights of the stage this many
   // stages later, up to l2_prefetch_bytes of that stage's (its first tasks'); 0 = none;

@@ -15,17 +15,11 @@ namespace spindle::cuda {
 // or when the wait outlived the watchdog, which then reports `timeout` with that value. The
 // loop keeps the form the task wait had before it was shared: returning a status for the
 // caller to act on made qwen3-0.6b's megakernel 0.2% slower (docs/EXPERIMENTS.md).
-// `on_poll` runs before each sleep: work the block can do while it waits.
-struct NoPollWork {
-  __device__ void operator()() const {}
-};
-template <class OnPoll = NoPollWork>
 __device__ inline bool poll_until(uint32_t& word, uint32_t target, uint32_t& value, const Backoff& b,
-                                  RunControl* control, DeviceFailure timeout, OnPoll on_poll = {}) {
+                                  RunControl* control, DeviceFailure timeout) {
   DeviceAtomic counter(word);
   const uint64_t start = global_timer_ns();
   for (uint32_t sleep_ns = b.first_sleep_ns;; sleep_ns = min(2 * sleep_ns + 1, b.max_sleep_ns)) {
-    on_poll();
     __nanosleep(sleep_ns);
     value = counter.load(kAcquire);
     if (sp_counter_reached(value, target)) return true;

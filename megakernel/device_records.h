@@ -72,13 +72,9 @@ using L2Prefetch = ArenaSpan;  // weights of a later stage a task asks the L2 fo
 
 // The weights the persistent kernel's two-hop build copies into shared memory for a task, as
 // the host resolves them once (task_copies.h): `spans` spans, one after the other, `bytes` in
-// all (0: the tile reads global memory). Placed at `at` when started at the task's claim; when
-// started during the task before it (copy ahead, where `ahead` allows), anywhere from `at` on
-// that the task before leaves free. The tile reads the copy where it was placed
-// (WeightPreload::at).
+// all (0: the tile reads global memory), placed at `at`, above the task's tile.
 struct TaskCopy {
   uint32_t bytes, at, spans;
-  uint32_t ahead;  // 1: may be started during the task before
   ArenaSpan span[3];
 };
 
@@ -93,7 +89,6 @@ struct alignas(16) StagedTask {
   SpOpParams params;
   L2Prefetch prefetch;  // weights of a later stage this task asks the L2 for (l2_prefetch.h)
   TaskCopy copy;        // two-hop build: its weights copied into shared memory (none: bytes 0)
-  uint32_t tile_smem;   // two-hop build: the dynamic shared memory its tile uses besides that copy
 };
 
 struct DeviceGraph {

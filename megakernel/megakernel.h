@@ -21,8 +21,7 @@ struct MegakernelLaunch {
   uint32_t preload_bytes;  // plain and MoE builds: a projection task's weights up to this size are
                            // copied into shared memory before its wait (0 = never), when they fit in
   uint32_t smem_bytes;     // the launch's dynamic shared memory (two-hop build: the host's
-                           // StagedTask::copy says which, and a copy ahead lies anywhere in it)
-  uint32_t copy_ahead;     // two-hop build: a task's weights may be copied during the task before
+                           // StagedTask::copy says which)
   uint32_t* stage_claims;  // ticket schedule: claims made of stage s in the launch's step k at
                            // [k * n_stages + s], zeroed before the launch
 };

@@ -102,13 +102,12 @@ __device__ void request_record(const DeviceGraph& g, uint32_t task, StagedTask& 
 }
 
 // Two-hop build, thread 0: starts the bulk copies of a task's weights (c.bytes > 0, resolved on
-// the host) to the dynamic shared memory at `at`, completing on p's barrier, and records them in
+// the host) to the dynamic shared memory at c.at, completing on p's barrier, and records them in
 // p. Inlined: a call (__noinline__) made the kernel 1.3-2.3% slower (docs/EXPERIMENTS.md).
-__device__ inline void start_task_copy(const TaskCopy& c, uint8_t* const* arenas, uint8_t* smem, uint32_t at,
-                                       WeightPreload& p) {
+__device__ inline void start_task_copy(const TaskCopy& c, uint8_t* const* arenas, uint8_t* smem, WeightPreload& p) {
   fence_proxy_async_shared();  // the block's last accesses to this memory come before the copies' writes
   mbar_arrive_expect_tx(p.bar, c.bytes);
-  uint32_t dst = smem_address(smem + at);
+  uint32_t dst = smem_address(smem + c.at);
   // Constant indices only: an array indexed at run time would live in local memory, which
   // every acquire empties from the L1.
 #pragma unroll
@@ -118,34 +117,22 @@ __device__ inline void start_task_copy(const TaskCopy& c, uint8_t* const* arenas
       dst += c.span[i].bytes;
     }
   p.bytes = c.bytes;
-  p.at = at;
-}
-
-// Two-hop build, thread 0, during the current task's wait, once the next task's record has
-// landed: starts the next task's copy, when it may start ahead, where the current task (its
-// tile, its copy `cur`) leaves room in the launch's `limit` bytes.
-__device__ inline void start_copy_ahead(const StagedTask& next, const StagedTask& current, const WeightPreload& cur,
-                                        WeightPreload& ahead, uint8_t* const* arenas, uint8_t* smem, uint32_t limit) {
-  if (!next.copy.ahead) return;
-  const uint32_t at = ahead_place(next.copy.bytes, next.copy.at, current.tile_smem, cur.at, cur.bytes, limit);
-  if (at) start_task_copy(next.copy, arenas, smem, at, ahead);
+  p.at = c.at;
 }
 
 // Thread 0: waits until the task's counter reaches its target for `step` (acquire), backing
-// off with __nanosleep and running `on_poll` before each sleep. A value this block has already
-// acquired that reaches the target needs no new load: counters only grow, and that acquire
-// already ordered what follows. False when the run was aborted or this wait outlived the
-// watchdog, which it then reports.
-template <class OnPoll>
+// off with __nanosleep. A value this block has already acquired that reaches the target needs
+// no new load: counters only grow, and that acquire already ordered what follows. False when
+// the run was aborted or this wait outlived the watchdog, which it then reports.
 __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, const SpTask& t, uint32_t task,
-                              uint32_t step, Dispatcher& d, OnPoll on_poll) {
+                              uint32_t step, Dispatcher& d) {
   if (t.wait_counter == SP_NO_COUNTER) return true;
   const uint32_t target = sp_wait_target(t, step);
   if (t.wait_counter == d.known_counter && sp_counter_reached(d.known_value, target)) return true;
   uint32_t value = DeviceAtomic(g.counters[t.wait_counter]).load(kAcquire);
   if (!sp_counter_reached(value, target) &&
       !poll_until(g.counters[t.wait_counter], target, value, l.backoff, g.control,
-                  {kFailWatchdog, task, step, t.wait_counter, 0, target}, on_poll))
+                  {kFailWatchdog, task, step, t.wait_counter, 0, target}))
     return false;
   d.known_counter = t.wait_counter;
   d.known_value = value;
@@ -157,10 +144,9 @@ __device__ bool wait_for_task(const DeviceGraph& g, const MegakernelLaunch& l, c
 // so no record load lies between two tasks (docs/EXPERIMENTS.md). Params and
 // arena bases are copied to shared memory once. Per task: thread 0 asks for the next task's
 // record and waits on the task's counter; the task's weight copy starts meanwhile, from warp 1
-// in the plain and MoE builds, from thread 0 before its wait in the two-hop build (unless it
-// started during the task before), which also copies the next task's weights during the wait
-// if asked to (copy ahead); the block runs the tile; then thread 0 releases and asks the L2 for
-// its share of a later stage's weights while thread 32 claims the task after the next.
+// in the plain and MoE builds, from thread 0 before its wait in the two-hop build; the block
+// runs the tile; then thread 0 releases and asks the L2 for its share of a later stage's
+// weights while thread 32 claims the task after the next.
 // kBuild: the tiles the kernel carries (tile_build.h), and how it dispatches: as said above for
 // the two-hop build, else as for the plain build.
 template <int MinBlocksPerSm, TileBuild kBuild>
@@ -173,23 +159,17 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
   __shared__ __align__(16) SpGraphParams s_params;
   __shared__ uint8_t* s_arenas[SP_MAX_ARENAS];
   __shared__ InputKey s_input;
-  // The current task's weight copy (its tile reads it here) and the next task's, started ahead
-  // during the current task's wait; each on its own mbarrier, which the two exchange when the
-  // next task takes over the copy made ahead.
-  __shared__ WeightPreload s_preload, s_ahead;
-  __shared__ __align__(8) uint64_t s_preload_bar[2], s_record_bar[2];
+  __shared__ WeightPreload s_preload;  // the current task's weight copy: its tile reads it here
+  __shared__ __align__(8) uint64_t s_preload_bar, s_record_bar[2];
 
   for (uint32_t i = threadIdx.x; i < g.n_arenas; i += blockDim.x) s_arenas[i] = g.ctx.arenas[i];
   if (threadIdx.x < sizeof(SpGraphParams) / 4)
     reinterpret_cast<uint32_t*>(&s_params)[threadIdx.x] = reinterpret_cast<const uint32_t*>(g.ctx.params)[threadIdx.x];
   if (threadIdx.x == 0) {
     s_input.valid = 0;
-    s_preload = {0, 0, smem_address(&s_preload_bar[0]), 0};
-    s_ahead = {0, 0, smem_address(&s_preload_bar[1]), 0};
-    for (uint32_t b = 0; b < 2; ++b) {
-      mbar_init(smem_address(&s_preload_bar[b]), 1);
-      mbar_init(smem_address(&s_record_bar[b]), 1);
-    }
+    s_preload = {0, 0, smem_address(&s_preload_bar), 0};
+    mbar_init(smem_address(&s_preload_bar), 1);
+    for (uint32_t b = 0; b < 2; ++b) mbar_init(smem_address(&s_record_bar[b]), 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -233,26 +213,8 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
         progress[4 * blockIdx.x + 1] = task.step;
         progress[4 * blockIdx.x + 2] = 1;
       }
-      if constexpr (kTwoHop) {
-        if (s_ahead.bytes) {  // this task's copy, started during the task before
-          const WeightPreload free = s_preload;
-          s_preload = s_ahead;
-          s_ahead = {0, 0, free.bar, free.parity};
-        } else if (staged.copy.bytes) {
-          start_task_copy(staged.copy, s_arenas, smem, staged.copy.at, s_preload);
-        }
-        // Copy ahead: once the next task's record has landed, its weights may be copied during
-        // this wait, where this task leaves room. The plain build has no copies ahead: their
-        // code, never run, made it 1.4-2.2% slower (docs/EXPERIMENTS.md).
-        bool tried = !(l.copy_ahead && s_d.next_requested);
-        s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d, [&] {
-          if (tried || !mbar_test_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u)) return;
-          tried = true;
-          start_copy_ahead(s_staged[buffer ^ 1], staged, s_preload, s_ahead, s_arenas, smem, l.smem_bytes);
-        });
-      } else {
-        s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d, NoPollWork{});
-      }
+      if (kTwoHop && staged.copy.bytes) start_task_copy(staged.copy, s_arenas, smem, s_preload);
+      s_ready = wait_for_task(g, l, staged.t, task.task, task.step, s_d);
       if (progress) progress[4 * blockIdx.x + 2] = 2;
       s_d.start_ns = global_timer_ns();
       s_d.wait_ns = s_d.start_ns - claimed_ns;
@@ -263,7 +225,6 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
     if (!s_ready) {
       if (threadIdx.x == 0) {  // no copy outlives the block
         if (s_preload.bytes) mbar_wait(s_preload.bar, s_preload.parity);
-        if (kTwoHop && s_ahead.bytes) mbar_wait(s_ahead.bar, s_ahead.parity);
         if (s_d.next_requested) mbar_wait(next_bar, (s_d.record_phase >> (buffer ^ 1)) & 1u);
       }
       break;

@@ -14,7 +14,6 @@
 #include "megakernel/persistent_build.h"
 #include "megakernel/repack_down.h"
 #include "megakernel/task_copies.h"
-#include "megakernel/task_smem.h"
 #include "tasks/counters.h"
 #include "tasks/error.h"
 #include "tasks/gang.h"
@@ -33,20 +32,15 @@ uint32_t largest_gang_stage(const std::vector<Stage>& stages, const Graph& g) {
   return most;
 }
 
-// What the tasks' weight copies (task_copies.h) ask of a launch: the dynamic shared memory they
-// need (0: no task has one), and whether some copy may start during the task before.
-struct CopiesNeed {
+// The dynamic shared memory the tasks' weight copies (task_copies.h) ask of a launch: each lies
+// at its `at`, above its tile's (0: no task has one).
+size_t copies_smem(const Graph& g, const CopyLimits& limits) {
   size_t smem = 0;
-  bool ahead = false;
-};
-CopiesNeed copies_need(const Graph& g, const CopyLimits& limits) {
-  CopiesNeed need;
   for (const SpTask& t : g.tasks) {
     const TaskCopy c = task_copy(g, t, limits);
-    if (c.bytes) need.smem = std::max<size_t>(need.smem, c.at + c.bytes);
-    need.ahead = need.ahead || c.ahead;
+    if (c.bytes) smem = std::max<size_t>(smem, c.at + c.bytes);
   }
-  return need;
+  return smem;
 }
 
 // The L2 prefetch budget a stage, kL2PrefetchAuto resolved for g's model.
@@ -58,7 +52,7 @@ uint64_t l2_prefetch_bytes(const Graph& g, const MegakernelTuning& tuning) {
 // Each task's record with its view operands resolved (StagedTask); slots that hold no view keep
 // their word and a zeroed view.
 std::vector<StagedTask> staged_tasks(const Graph& g, const std::vector<Stage>& stages, const MegakernelTuning& tuning,
-                                     const CopyLimits& copies, const LaunchLimits& limits) {
+                                     const CopyLimits& copies) {
   const std::vector<L2Prefetch> prefetch =
       plan_l2_prefetch(g, stages, tuning.l2_prefetch_distance, l2_prefetch_bytes(g, tuning));
   std::vector<StagedTask> staged(g.tasks.size());
@@ -67,7 +61,6 @@ std::vector<StagedTask> staged_tasks(const Graph& g, const std::vector<Stage>& s
     s.t = g.tasks[i];
     s.prefetch = prefetch[i];
     s.copy = task_copy(g, g.tasks[i], copies);
-    s.tile_smem = uint32_t(task_smem_bytes(g, g.tasks[i], limits.score_positions, limits.kv_positions));
     for_each_view_operand(g.tasks[i], [&](uint32_t k, uint32_t v) {
       s.views[k] = g.views[v];
       s.t.operand[k] = k;
@@ -105,13 +98,9 @@ class PersistentRunner final : public Runner {
                   " in all; lower --tune cuda-attn-kv-kb or cuda-attn-score-kb");
     // Sized for every copy an MLP member may get; whether it gets one (only when it runs at once
     // with its gang) is known once the grid is.
-    const CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true, tuning.copy_ahead_bytes};
-    const CopiesNeed need = copies_need(g, copies);
-    preload_smem_ = need.smem;
-    // Copies ahead (the two-hop build's) are placed where the task before leaves room: most
-    // often at the top.
-    copy_ahead_ = build_ == TileBuild::kTwoHop && need.ahead;
-    smem_ = copy_ahead_ ? dynamic_limit : std::max(limits.tile_smem, preload_smem_);
+    const CopyLimits copies{tuning.weight_preload_bytes, dynamic_limit, true};
+    preload_smem_ = copies_smem(g, copies);
+    smem_ = std::max(limits.tile_smem, preload_smem_);
     const uint32_t per_sm = megakernel_blocks_per_sm(tuning.blocks_per_sm, build_, smem_);
     if (per_sm == 0) throw Error("cuda executor: the persistent kernel does not fit on an SM");
     if (per_sm < tuning.blocks_per_sm)
@@ -121,8 +110,7 @@ class PersistentRunner final : public Runner {
     const uint32_t resident = per_sm * limits.sms;
     blocks_ = std::min(opt.workers ? opt.workers : tuning.blocks_per_sm * limits.sms, resident);
     gangs_at_once_ = gang_stage_ > 0 && blocks_ >= gang_stage_;
-    staged_ = upload(staged_tasks(g, stages, tuning,
-                                  {copies.projection_bytes, dynamic_limit, gangs_at_once_, copies.ahead_bytes}, limits),
+    staged_ = upload(staged_tasks(g, stages, tuning, {copies.projection_bytes, dynamic_limit, gangs_at_once_}),
                      "the staged task table");
     progress_ = zeroed(size_t(blocks_) * 4 * sizeof(uint32_t), "the blocks' progress");
     DeviceTables tables;
@@ -174,7 +162,6 @@ class PersistentRunner final : public Runner {
       launch.backoff.first_sleep_ns = tuning.first_sleep_ns;
       launch.backoff.max_sleep_ns = std::max(tuning.first_sleep_ns, tuning.max_sleep_ns);
       launch.preload_bytes = tuning.weight_preload_bytes;
-      launch.copy_ahead = copy_ahead_;
       launch.smem_bytes = uint32_t(smem_);
       launch_megakernel(graph_, tuning.blocks_per_sm, build_, blocks_, smem_, launch, d_.stream.get());
     }
@@ -191,8 +178,7 @@ class PersistentRunner final : public Runner {
       knobs += ", sleep " + std::to_string(t.first_sleep_ns) + "-" + std::to_string(t.max_sleep_ns) + " ns";
     if (!t.weight_preload_bytes) knobs += ", no weight preload";
     else if (!preload_smem_) knobs += ", no task's weights within the " + std::to_string(t.weight_preload_bytes) + "-byte preload";
-    else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes" +
-                   (copy_ahead_ ? ", copied ahead from " + std::to_string(t.copy_ahead_bytes) + " bytes" : "");
+    else knobs += ", weights preloaded up to " + std::to_string(t.weight_preload_bytes) + " bytes";
     const uint64_t prefetch = l2_prefetch_bytes(g_, t);
     if (t.l2_prefetch_distance && prefetch)
       knobs += ", L2 prefetch " + (prefetch % (1u << 20) ? std::to_string(prefetch >> 10) + " KiB"
@@ -254,7 +240,6 @@ class PersistentRunner final : public Runner {
   TileBuild build_ = TileBuild::kPlain;  // the build the graph needs (persistent_build.h)
   uint32_t gang_stage_ = 0;     // tasks of the graph's largest stage holding a gang (0: no gangs)
   bool gangs_at_once_ = false;  // its gangs' members run at once, each in its block (tasks/gang.h)
-  bool copy_ahead_ = false;     // some task's weights may be copied during the task before
   size_t preload_smem_ = 0;     // the dynamic shared memory the weight preloads need; 0: no task qualifies
   DeviceBuffer staged_, progress_, list_begin_, list_tasks_, stage_first_, stage_claims_;
   DeviceGraph graph_{};

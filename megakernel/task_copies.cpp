@@ -26,8 +26,7 @@ TaskCopy task_copy(const Graph& g, const SpTask& t, const CopyLimits& limits) {
   }
   if (!end) return none;
   const std::vector<WeightSpan> spans = task_weight_spans(g, t);
-  TaskCopy c{uint32_t(end - at), uint32_t(at), uint32_t(spans.size()),
-             limits.ahead_bytes && end - at >= limits.ahead_bytes, {}};
+  TaskCopy c{uint32_t(end - at), uint32_t(at), uint32_t(spans.size()), {}};
   uint64_t spanned = 0;
   for (size_t i = 0; i < spans.size(); ++i) {
     const WeightSpan& s = spans[i];

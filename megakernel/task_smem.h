@@ -1,6 +1,5 @@
 // The dynamic shared memory a task's tile takes (tile_layout.h), besides any copy of its weights:
-// the host sizes every launch with it, and it tells the persistent kernel's two-hop build where a
-// copy made ahead may not go (StagedTask::tile_smem).
+// the host sizes every launch with it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

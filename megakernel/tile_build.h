@@ -4,8 +4,7 @@
 //           run_gemv says why a build without them matters), MLP gang tasks and GEMV pieces;
 //  kMoe:    the plain build's dispatch and tiles but GATE_UP, with the routed experts' (ROUTER,
 //           EXPERT_GATE_UP, EXPERT_DOWN): qwen3_moe's graphs, which need nothing of the two-hop
-//           build's, run in a kernel without its code. Its dispatch has no copies ahead, which
-//           the two-hop build's has;
+//           build's, run in a kernel without its code;
 //  kTwoHop: every tile, the two-hop layer's and the hybrid families' (1 block an SM);
 //  kPerOp:  the per-op kernels, with every tile, whole gangs' rows in global memory read in
 //           groups (tile_mlp.cuh mlp_piece).

@@ -15,7 +15,7 @@ struct InputKey {
 
 // The persistent kernel's copy of a task's weights into shared memory (StagedTask::copy),
 // started before the task's wait so that the HBM round trips overlap the wait and the input's
-// normalisation (docs/EXPERIMENTS.md), or during the wait of the task before.
+// normalisation (docs/EXPERIMENTS.md).
 struct WeightPreload {
   uint32_t bytes;   // started for the task; 0: its tile reads global memory
   uint32_t at;      // where in the dynamic shared memory the copy lies

@@ -106,22 +106,6 @@ SP_HDI uint64_t mlp_preload_end(uint32_t H, uint32_t piece, uint32_t gu_stride, 
   return span % 16u || down % 16u || gu_stride % 8u || end > limit ? 0 : end;
 }
 
-// Where a copy of `bytes` for the next task may lie while the current task's tile uses the first
-// `busy` bytes of the launch's `limit` and its own copy takes [cur_at, cur_at + cur_bytes): a
-// 128-byte boundary from `lowest` (the next task's own layout: its copy's usual place, itself on
-// a boundary) on, at the top if that is clear, else as low as may be. Those two are the
-// candidates: whenever any boundary is clear, one of them is. 0: none is.
-SP_HDI uint32_t ahead_place(uint32_t bytes, uint32_t lowest, uint32_t busy, uint32_t cur_at, uint32_t cur_bytes,
-                            uint32_t limit) {
-  if (bytes > limit) return 0;
-  const uint32_t low = lowest > ((busy + 127u) & ~127u) ? lowest : (busy + 127u) & ~127u;
-  const uint32_t top = (limit - bytes) & ~127u;
-  const auto clear = [&](uint32_t at) {
-    return at >= low && at + bytes <= limit && (!cur_bytes || at >= cur_at + cur_bytes || at + bytes <= cur_at);
-  };
-  return clear(top) ? top : clear(low) ? low : 0u;
-}
-
 // The merge: per head, room for its non-empty chunks' partial rows (f32) staged from an
 // address rounded down to 16 bytes (3 floats more), then one weight per row.
 SP_HDI uint32_t merge_head_floats(uint32_t chunks, uint32_t row_stride) { return (chunks * row_stride + 3u + 3u) & ~3u; }

@@ -152,7 +152,7 @@ TEST_CASE("a context too small for the run") {
 }
 
 TEST_CASE("a shared-memory size above 227 KiB (a block's on the H200) is refused, naming the knob and range") {
-  for (const std::string knob : {"cuda-preload-kb", "cuda-copy-ahead-kb", "cuda-attn-kv-kb", "cuda-attn-score-kb"}) {
+  for (const std::string knob : {"cuda-preload-kb", "cuda-attn-kv-kb", "cuda-attn-score-kb"}) {
     CAPTURE(knob);
     CHECK(run_cli("tune --list").out_has(knob + "=0 to 227 (KiB of a block's shared memory)"));
     check_error("bench --model synthetic:tiny --tune " + knob + "=228",

@@ -285,21 +285,18 @@ TEST_CASE("qwen3-0.6b shapes: every mode matches the sequential reference, with 
   for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) check_same(run_decode(heads, w, cuda_options(mode), prompt, 3), expect);
 }
 
-// Every mode: the megakernel's two-hop build runs these graphs (both schedules, every task's
-// weights copied at its claim or, where there is room, during the task before), as do the
+// Every mode: the megakernel's two-hop build runs these graphs (both schedules), as do the
 // per-op and CUDA-graph baselines.
 void check_every_mode(const Graph& g, const ModelWeights& w, const std::vector<uint32_t>& prompt, uint32_t new_tokens,
                       const Decoded& expect, std::initializer_list<uint32_t> workers) {
-  for (const MegakernelTuning& tuning : {MegakernelTuning{}, with([](auto& t) { t.copy_ahead_bytes = 0; })})
-    for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
-      for (uint32_t n : workers) {
-        CAPTURE(schedule_kind_name(schedule));
-        CAPTURE(n);
-        CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, n, tuning));
-        CAPTURE(ex.describe());
-        CHECK((ex.describe().find("copied ahead") != std::string::npos) == (tuning.copy_ahead_bytes > 0));
-        check_same(run_decode(ex, g, prompt, new_tokens), expect);
-      }
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t n : workers) {
+      CAPTURE(schedule_kind_name(schedule));
+      CAPTURE(n);
+      CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel, schedule, n));
+      CAPTURE(ex.describe());
+      check_same(run_decode(ex, g, prompt, new_tokens), expect);
+    }
   for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
     CAPTURE(cuda_mode_name(mode));
     check_same(run_decode(g, w, cuda_options(mode), prompt, new_tokens), expect);

@@ -1,10 +1,6 @@
 // The persistent kernel's weight copies as the host resolves them (megakernel/task_copies.h),
-// checked against each task's rows computed here from its views, and where a copy ahead may lie
-// (tile_layout.h ahead_place), checked against every 128-byte boundary.
+// checked against each task's rows computed here from its views.
 #include <doctest/doctest.h>
-
-#include <algorithm>
-#include <random>
 
 #include "executors_fixture.h"
 #include "host/graph_builder.h"
@@ -38,7 +34,7 @@ TEST_CASE("a projection task's copy is its rows of each matrix, one after the ot
   size_t copied = 0;
   for (const SpTask& t : g.tasks) {
     CAPTURE(sp_opcode_name(t.op));
-    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true, 0});
+    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true});
     const uint32_t matrices = sp_projection_matrices(t.op);
     if (!matrices || t.tile_end <= t.tile_begin) {
       CHECK(c.bytes == 0);
@@ -64,7 +60,7 @@ TEST_CASE("MoE: a router task's copy is its rows of the router, a routed expert 
   const Graph g = build_decode_graph(load_model("synthetic:tiny-moe"), o);
   size_t routers = 0;
   for (const SpTask& t : g.tasks) {
-    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true, 0});
+    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true});
     if (t.op == SP_OP_EXPERT_GATE_UP || t.op == SP_OP_EXPERT_DOWN) CHECK(c.bytes == 0);
     if (t.op != SP_OP_ROUTER) continue;
     const SpView& W = g.views[t.operand[0]];
@@ -76,15 +72,14 @@ TEST_CASE("MoE: a router task's copy is its rows of the router, a routed expert 
   CHECK(routers > 0);
 }
 
-// What ahead_place relies on: the next task's copy, wherever it lies from its `at` on, is clear of
-// that task's own tile.
+// The copy lies where its task's tile, which reads it, does not write.
 TEST_CASE("every copy lies above its task's tile, plain and fused graphs, tiny and qwen3-0.6b") {
   const ModelWeights w = load_model("synthetic:qwen3-0.6b");
   const Graph plain = qwen06b_graph(w, TwoHop::Plain), fused = qwen06b_graph(w, TwoHop::FusedMlp);
   for (const Graph* g : {&tiny_model().graph, &tiny_fused_mlp_model().graph, &plain, &fused}) {
     size_t copies = 0;
     for (const SpTask& t : g->tasks) {
-      const cuda::TaskCopy c = cuda::task_copy(*g, t, {1u << 20, kSmem, true, 0});
+      const cuda::TaskCopy c = cuda::task_copy(*g, t, {1u << 20, kSmem, true});
       if (!c.bytes) continue;
       CAPTURE(sp_opcode_name(t.op));
       CHECK(c.at >= cuda::task_smem_bytes(*g, t, g->params.context, g->params.context));
@@ -95,31 +90,13 @@ TEST_CASE("every copy lies above its task's tile, plain and fused graphs, tiny a
   }
 }
 
-TEST_CASE("a copy may start during the task before when it takes at least the ahead bytes") {
-  const Graph& g = tiny_fused_mlp_model().graph;
-  uint32_t largest = 0;
-  for (const SpTask& t : g.tasks) largest = std::max(largest, cuda::task_copy(g, t, {1u << 20, kSmem, true, 0}).bytes);
-  size_t ahead = 0, not_ahead = 0;
-  for (const SpTask& t : g.tasks) {
-    const uint32_t bytes = cuda::task_copy(g, t, {1u << 20, kSmem, true, 0}).bytes;
-    CHECK(!cuda::task_copy(g, t, {1u << 20, kSmem, true, 0}).ahead);
-    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true, largest});
-    CHECK(c.bytes == bytes);
-    CHECK(c.ahead == (bytes == largest));
-    ahead += c.ahead;
-    not_ahead += bytes && !c.ahead;
-  }
-  CHECK(ahead > 0);
-  CHECK(not_ahead > 0);
-}
-
 TEST_CASE("an MLP member's copy is its gate rows, up rows and piece-major down block, only when it runs at once") {
   const Graph& g = tiny_fused_mlp_model().graph;
   size_t members = 0;
   for (const SpTask& t : g.tasks) {
     if (t.op != SP_OP_MLP) continue;
-    CHECK(cuda::task_copy(g, t, {1u << 20, kSmem, false, 0}).bytes == 0);
-    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true, 0});
+    CHECK(cuda::task_copy(g, t, {1u << 20, kSmem, false}).bytes == 0);
+    const cuda::TaskCopy c = cuda::task_copy(g, t, {1u << 20, kSmem, true});
     const SpView &Wg = g.views[t.operand[0]], &Wu = g.views[t.operand[1]], &Wd = g.views[t.operand[2]];
     const uint32_t P = t.tile_end - t.tile_begin;
     const uint64_t span = rows_bytes(t, Wg), block = uint64_t(Wd.rows) * P * 2u;
@@ -140,13 +117,13 @@ TEST_CASE("no copy for an MLP task run alone (gang width 1), nor when its gate a
   for (SpTask& t : g.tasks)
     if (t.op == SP_OP_MLP && !member) member = &t;
   REQUIRE(member);
-  REQUIRE(cuda::task_copy(g, *member, {1u << 20, kSmem, true, 0}).bytes > 0);
+  REQUIRE(cuda::task_copy(g, *member, {1u << 20, kSmem, true}).bytes > 0);
   SpTask alone = *member;
   alone.gang_width = 1;
   alone.gang_rank = 0;
-  CHECK(cuda::task_copy(g, alone, {1u << 20, kSmem, true, 0}).bytes == 0);
+  CHECK(cuda::task_copy(g, alone, {1u << 20, kSmem, true}).bytes == 0);
   g.views[member->operand[1]].row_stride += 8;  // up's rows further apart than gate's
-  CHECK(cuda::task_copy(g, *member, {1u << 20, kSmem, true, 0}).bytes == 0);
+  CHECK(cuda::task_copy(g, *member, {1u << 20, kSmem, true}).bytes == 0);
 }
 
 TEST_CASE("no copy past the projection budget or the shared memory, with copies off, or of unaligned or non-weight rows") {
@@ -158,60 +135,20 @@ TEST_CASE("no copy past the projection budget or the shared memory, with copies 
     return &g.tasks[0];
   };
   const SpTask& gemv = *first_of(SP_OP_GEMV);
-  const uint32_t bytes = cuda::task_copy(g, gemv, {1u << 20, kSmem, true, 0}).bytes;
+  const uint32_t bytes = cuda::task_copy(g, gemv, {1u << 20, kSmem, true}).bytes;
   REQUIRE(bytes > 0);
-  CHECK(cuda::task_copy(g, gemv, {bytes, kSmem, true, 0}).bytes == bytes);
-  CHECK(cuda::task_copy(g, gemv, {bytes - 16, kSmem, true, 0}).bytes == 0);
+  CHECK(cuda::task_copy(g, gemv, {bytes, kSmem, true}).bytes == bytes);
+  CHECK(cuda::task_copy(g, gemv, {bytes - 16, kSmem, true}).bytes == 0);
   const uint32_t end = cuda::projection_preload_offset(g.views[gemv.operand[0]].cols) + bytes;
-  CHECK(cuda::task_copy(g, gemv, {1u << 20, end, true, 0}).bytes == bytes);
-  CHECK(cuda::task_copy(g, gemv, {1u << 20, end - 1, true, 0}).bytes == 0);
-  for (const SpTask& t : g.tasks) CHECK(cuda::task_copy(g, t, {0, kSmem, true, 0}).bytes == 0);
+  CHECK(cuda::task_copy(g, gemv, {1u << 20, end, true}).bytes == bytes);
+  CHECK(cuda::task_copy(g, gemv, {1u << 20, end - 1, true}).bytes == 0);
+  for (const SpTask& t : g.tasks) CHECK(cuda::task_copy(g, t, {0, kSmem, true}).bytes == 0);
 
   SpView& W = g.views[gemv.operand[0]];
   const SpView kept = W;
   W.offset_lo += 8;  // rows 8 bytes off a 16-byte boundary
-  CHECK(cuda::task_copy(g, gemv, {1u << 20, kSmem, true, 0}).bytes == 0);
+  CHECK(cuda::task_copy(g, gemv, {1u << 20, kSmem, true}).bytes == 0);
   W = kept;
   W.arena = SP_ARENA_WORK;  // activations are never copied before the wait
-  CHECK(cuda::task_copy(g, gemv, {1u << 20, kSmem, true, 0}).bytes == 0);
-}
-
-TEST_CASE("a copy ahead lies on a clear 128-byte boundary whenever there is one: the top, else the lowest") {
-  std::mt19937 rng(20261122);
-  const auto any = [&](uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n)(rng); };
-  size_t placed = 0, top = 0;
-  for (int i = 0; i < 20000; ++i) {
-    const uint32_t limit = 4096 + any(4096), bytes = 16 * (1 + any(200)), lowest = 128 * (1 + any(8));
-    const uint32_t busy = any(3000), cur_bytes = any(1) * 16 * any(120), cur_at = 128 * (1 + any(40));
-    CAPTURE(limit);
-    CAPTURE(bytes);
-    CAPTURE(lowest);
-    CAPTURE(busy);
-    CAPTURE(cur_at);
-    CAPTURE(cur_bytes);
-    const auto clear = [&](uint32_t at) {
-      return at >= lowest && at >= busy && at + bytes <= limit &&
-             (cur_bytes == 0 || at >= cur_at + cur_bytes || at + bytes <= cur_at);
-    };
-    uint32_t highest = 0, lowest_clear = 0;
-    for (uint32_t at = 128; at <= limit; at += 128)
-      if (clear(at)) {
-        highest = at;
-        if (!lowest_clear) lowest_clear = at;
-      }
-    const uint32_t at = cuda::ahead_place(bytes, lowest, busy, cur_at, cur_bytes, limit);
-    if (!lowest_clear) {
-      CHECK(at == 0);
-      continue;
-    }
-    CHECK(clear(at));
-    CHECK(at % 128 == 0);
-    const bool at_top = highest + 128 + bytes > limit;  // no boundary above it fits
-    CHECK(at == (at_top ? highest : lowest_clear));
-    ++placed;
-    top += at == highest;
-  }
-  CHECK(placed > 5000);
-  CHECK(top > 1000);
-  CHECK(placed - top > 100);
+  CHECK(cuda::task_copy(g, gemv, {1u << 20, kSmem, true}).bytes == 0);
 }

@@ -120,11 +120,6 @@ const std::vector<Knob>& knobs() {
        "192 holds qwen3-0.6b's GATE_UP and qwen3-30b-a3b's q/k/v tasks, whose copies make them faster; no "
        "qwen3-8b projection task is that small (host/executor.h)",
        [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.megakernel.weight_preload_bytes = kib(v); }},
-      {"cuda-copy-ahead-kb", T::Executor, kKib, "1",
-       "cuda megakernel, two-hop build: a copy of at least this many KiB may start during the previous task's "
-       "wait; 0 = never",
-       false, "1: qwen3-0.6b fused-mlp=128/16 2.7% faster @1, 1.4% @4096 (host/executor.h)",
-       [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.megakernel.copy_ahead_bytes = kib(v); }},
       {"cuda-attn-kv-kb", T::Executor, kKib, "0",
        "cuda, every mode: KiB an attention task stages K and V rows in; 0 = 160 (the cluster program: 64)", false,
        "160 (from 64): qwen3-0.6b @4096 1.5533 -> 1.4733 ms (EXPERIMENTS 8th §3)",
