@@ -6,7 +6,6 @@
 #pragma once
 #include "megakernel/megakernel.h"
 #include "megakernel/counter_wait.cuh"
-#include "megakernel/cuda_check.h"
 #include "megakernel/device_atomic.cuh"
 #include "megakernel/device_failure.cuh"
 #include "megakernel/gang_barrier.cuh"
