@@ -10,11 +10,16 @@
 namespace spindle::cuda {
 
 struct GangBarrier {
-  uint32_t* word;         // the gang's: DeviceGraph::gang_counters at its rank-0 record
+  uint32_t* word;         // the gang's: DeviceGraph::gang_counters at its rank-0 record; null: none
   uint32_t width, rank;
   uint32_t first_target;  // the word's value after the step's first barrier
   Backoff backoff;
 };
+
+// Whether the task's gang runs at once, each member in its own block. Passed by value with a
+// null word when not, rather than as a pointer that may be null: a pointer to the dispatch's
+// local made ptxas keep it in local memory, 10 stores a task.
+__device__ inline bool ganged(const GangBarrier& gb) { return gb.word != nullptr; }
 
 // Every thread of a member's block: its writes of phase b, released, then the others', acquired.
 // False when the run was aborted or the wait outlived the watchdog (which thread 0 reports).

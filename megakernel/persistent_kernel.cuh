@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kBlockThreads, MinBlocksPerSm) persistent_kern
       if (member)
         gang = {g.gang_counters + (task.task - t.gang_rank), width, t.gang_rank,
                 width * ((sp_gang_phases(t.op) - 1u) * task.step + 1u), l.backoff};
-      run_device_task<TileBuild::kTwoHop>(t, ctx, g, site, smem, &extras, member ? &gang : nullptr);
+      run_device_task<TileBuild::kTwoHop>(t, ctx, g, site, smem, &extras, gang);
     } else {
       run_device_task<kBuild>(t, ctx, g, site, smem, &extras);
     }

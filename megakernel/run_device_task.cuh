@@ -23,7 +23,7 @@ namespace spindle::cuda {
 template <TileBuild kBuild, uint32_t kOnly = 0>
 __device__ __forceinline__ void run_device_task(const SpTask& t, const TileContext& c, const DeviceGraph& g,
                                        const TaskSite& site, uint8_t* smem, const TileExtras* extras,
-                                       const GangBarrier* gang = nullptr) {
+                                       const GangBarrier& gang = GangBarrier{}) {
   // Whether the kernel has op's tile: the build has it (tasks/opcodes.h SP_OPS) and kOnly allows it.
   constexpr auto has = [](uint32_t op) {
     return (sp_op_executors(op) & build_flag(kBuild)) != 0 && (kOnly == 0 || kOnly == op);
@@ -34,9 +34,12 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
     case SP_OP_EMBED:
       if constexpr (has(SP_OP_EMBED)) run_embed(t, c, site);
       return;
-    case SP_OP_GEMV:
-      if constexpr (has(SP_OP_GEMV))
-        run_gemv<kBuild == TileBuild::kTwoHop || kBuild == TileBuild::kPerOp>(t, c, smem, extras);
+    case SP_OP_ROUTER:
+      if constexpr (!has(SP_OP_ROUTER)) return;
+      [[fallthrough]];
+    case SP_OP_GEMV:  // and ROUTER: one inlined copy of the tile (a second made ptxas spill)
+      if constexpr (has(SP_OP_GEMV) || has(SP_OP_ROUTER))
+        run_gemv<kBuild == TileBuild::kTwoHop || kBuild == TileBuild::kPerOp, has(SP_OP_ROUTER)>(t, c, smem, extras);
       return;
     case SP_OP_GATE_UP:
       if constexpr (has(SP_OP_GATE_UP)) run_gate_up(t, c, smem, extras);
@@ -57,9 +60,6 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       return;
     case SP_OP_GEMV_PIECE:
       if constexpr (has(SP_OP_GEMV_PIECE)) run_gemv_piece(t, c, smem);
-      return;
-    case SP_OP_ROUTER:
-      if constexpr (has(SP_OP_ROUTER)) run_router(t, c, smem, extras);
       return;
     case SP_OP_EXPERT_GATE_UP:
       if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem);

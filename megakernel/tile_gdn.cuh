@@ -64,12 +64,12 @@ __device__ inline void store_run(float* p, uint32_t n, const float (&x)[kDotVec]
 // Value head h's state rows j0 .. j0 + n - 1 (all dv of them but in a gang member). The loads
 // that wait on nothing the tile computes (the gates' inputs, the first state rows of each lane
 // group, the z and norm weight of each thread's row) are issued first, so that their latency
-// overlaps the conv's. With `gang` (a member running at once with its gang, tasks/opcodes.h
+// overlaps the conv's. When ganged(gang) (a member running at once with its gang, tasks/opcodes.h
 // SP_OP_GDN) the head's other rows are the other members': the outputs go through proj's
 // exchange, read back whole for the RMS after a gang barrier; a barrier not met (the run
 // aborted) ends the tile.
 __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, const GdnShape& sh, uint32_t h, uint32_t j0,
-                                     uint32_t n, uint32_t position, uint8_t* smem, const GangBarrier* gang,
+                                     uint32_t n, uint32_t position, uint8_t* smem, const GangBarrier& gang,
                                      const TaskSite& site) {
   static_assert(kGdnMaxHeadDim <= kBlockThreads, "a thread a row of the gated norm");
   const uint32_t Hk = sh.Hk, Hv = sh.Hv, dk = sh.dk, dv = sh.dv, Kc = sh.Kc, C = sh.C, g = h / (Hv / Hk);
@@ -182,11 +182,11 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
     }
   }
 
-  if (gang) {  // phase 0's outputs to the exchange; phase 1 reads the head's back
+  if (ganged(gang)) {  // phase 0's outputs to the exchange; phase 1 reads the head's back
     bf16* exchange = proj + C + size_t(Hv) * dv + 2 * Hv + size_t(h) * dv;
     __syncthreads();
     if (has_row) exchange[row] = o[row];
-    if (!gang_barrier(*gang, 0, site)) return;
+    if (!gang_barrier(gang, 0, site)) return;
     for (uint32_t j = threadIdx.x; j < dv; j += blockDim.x) o[j] = load_bf16<Src::Data>(exchange + j);
   }
   __syncthreads();
@@ -204,16 +204,16 @@ __device__ inline void gdn_head_tile(const SpTask& t, const TileContext& c, cons
   __syncthreads();  // the next head reuses shared memory
 }
 
-// The persistent kernel's extras carry the step's position; the per-op kernels load it. With
-// `gang` the block runs its member's rows; without, a gang runs whole: rank 0 the head, the
+// The persistent kernel's extras carry the step's position; the per-op kernels load it. When
+// ganged(gang) the block runs its member's rows; else a gang runs whole: rank 0 the head, the
 // other ranks nothing.
 __device__ inline void run_gdn(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras,
-                               const GangBarrier* gang, const TaskSite& site) {
+                               const GangBarrier& gang, const TaskSite& site) {
   const uint32_t position =
       extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
   const GdnShape s = gdn_shape(t, c.views);
-  if (!gang && s.width > 1 && t.gang_rank != 0) return;
-  const uint32_t j0 = gang ? s.row : 0u, n = gang ? s.rows : s.dv;  // one call site: one copy of the tile's code
+  if (!ganged(gang) && s.width > 1 && t.gang_rank != 0) return;
+  const uint32_t j0 = ganged(gang) ? s.row : 0u, n = ganged(gang) ? s.rows : s.dv;  // one call site: one copy of the tile's code
   for (uint32_t h = s.head; h < s.head + s.heads; ++h) gdn_head_tile(t, c, s, h, j0, n, position, smem, gang, site);
 }
 

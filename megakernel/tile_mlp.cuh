@@ -148,22 +148,22 @@ __device__ inline void mlp_gang_sum(const SpTask& t, const TileContext& c, const
   }
 }
 
-// A member's task: with `gang` (the persistent kernel running the members at once) its own
-// phases around the barrier, its weights from the preloaded copy when `extras` has one; without,
+// A member's task: when ganged(gang) (the persistent kernel running the members at once) its own
+// phases around the barrier, its weights from the preloaded copy when `extras` has one; else
 // rank 0 runs the whole gang, rank by rank, and the other ranks nothing. Each phase's code is
 // here once for both modes: inlined twice, the MLP tile's code made the two-hop build run a
 // plain qwen3-0.6b graph 14% slower, although a plain graph never runs it
 // (docs/EXPERIMENTS.md). kGroupGlobal as mlp_piece.
 template <bool kGroupGlobal>
 __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site,
-                               const TileExtras* extras, const GangBarrier* gang) {
+                               const TileExtras* extras, const GangBarrier& gang) {
   const MlpShape s = mlp_shape(t, c.views[t.operand[2]]);
   const uint32_t rank = s.width > 1 ? t.gang_rank : 0u;
-  if (!gang && rank != 0) return;
+  if (!ganged(gang) && rank != 0) return;
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[3]), s.H, view_data<const bf16>(c, t.operand[4]),
                                    *c.params, smem, nullptr);
-  const uint32_t first = gang ? rank : 0u, end = gang ? rank + 1u : s.width;  // the ranks this block runs
-  const bool preloaded = gang && extras && extras->preload && extras->preload->bytes;
+  const uint32_t first = ganged(gang) ? rank : 0u, end = ganged(gang) ? rank + 1u : s.width;  // the ranks this block runs
+  const bool preloaded = ganged(gang) && extras && extras->preload && extras->preload->bytes;
   for (uint32_t r = first; r < end; ++r) {
     const uint32_t index = s.index - rank + r;
     MlpWeights w = mlp_weights(t, c, s, index);
@@ -177,7 +177,7 @@ __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* s
     mlp_piece<kGroupGlobal>(t, c, s, w, index, n, smem);
     __syncthreads();  // the next piece's activations reuse shared memory
   }
-  if (gang && !gang_barrier(*gang, 0, site)) return;
+  if (ganged(gang) && !gang_barrier(gang, 0, site)) return;
   for (uint32_t r = first; r < end; ++r) {
     mlp_gang_sum(t, c, s, s.gang, r);
     __syncthreads();

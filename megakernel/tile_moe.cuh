@@ -86,19 +86,6 @@ __device__ inline void route_weights(float* logits, const SpMoeParams& p, const 
     out[s] = {slots[s].expert, route_slot_weight<float>(logits, sum, p.slots, p.flags & SP_MOE_NORMALISE, slots, s)};
 }
 
-// The router (ops/moe.h router_rows): its rows are a GEMV's into f32 logits, without residual,
-// argmax or split, read from the persistent kernel's copy when it made one. The routing itself
-// is EXPERT_GATE_UP's: every one of its tasks routes from the logits, so that no block's
-// arrival, routing and store lies between the router's rows and the experts' rows.
-__device__ inline void run_router(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
-  SpTask rows = t;
-  rows.op = SP_OP_GEMV;
-  rows.operand[4] = SP_NO_VIEW;  // no residual
-  rows.operand[5] = 0;           // no argmax partial
-  rows.operand[7] = 0;           // no split
-  run_gemv<false>(rows, c, smem, extras);
-}
-
 // The routed experts' gate and up rows (ops/moe.h expert_gate_up_rows): the router's logits
 // staged with the input and routed in shared memory (route_places), then tile t is row t % Im of
 // slot t / Im, a warp's tiles taken as run_gate_up takes its rows. The task of tile 0 also

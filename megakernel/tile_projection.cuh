@@ -263,13 +263,17 @@ __device__ __forceinline__ float split_warp_dot(const bf16* row, const bf16* n, 
 // kSplits: whether this build of the tile runs split dots (opcodes.h, GEMV operand 7): the
 // persistent kernel's plain and MoE builds do not, since the path alone, never taken, made
 // qwen3-0.6b 2.4% slower at position 1 and 6% at 4096 (docs/EXPERIMENTS.md); its two-hop
-// build and the per-op kernels do.
-template <bool kSplits>
+// build and the per-op kernels do. kRouters: whether it also runs ROUTER tasks (ops/moe.h
+// router_rows), whose rows are a GEMV's into f32 logits, without residual, argmax or split
+// (their operand 4 is the MoE parameters; the routing itself is EXPERT_GATE_UP's, so that no
+// block's arrival, routing and store lies between the router's rows and the experts' rows).
+template <bool kSplits, bool kRouters>
 __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {
+  const bool router = kRouters && t.op == SP_OP_ROUTER;
   const uint32_t K = c.views[t.operand[0]].cols;
   const uint32_t first_row = t.tile_begin + warp_id(), stride = warps_per_block();
   const bf16* norm_w = t.operand[2] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[2]);
-  const bf16* residual = t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4]);
+  const bf16* residual = router || t.operand[4] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[4]);
   // The task's residual rows come with the input, off the stores' critical path, where the norm
   // weights' place is free and holds them.
   const uint32_t rows = t.tile_end - t.tile_begin;
@@ -280,13 +284,13 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   const GemvOut o{view_data<void>(c, t.operand[3]), c.views[t.operand[3]].dtype == SP_F32,
                   stage_residual ? reinterpret_cast<const bf16*>(smem + projection_norm_offset(K)) : residual,
                   stage_residual ? t.tile_begin : 0u, stage_residual};
-  const uint32_t flags = t.operand[5];
+  const uint32_t flags = router ? 0u : t.operand[5];
   // Known only after the input's barrier, so no shared load of it is moved above that.
   const uint32_t n_address = smem_address(opaque(n));
 
   ArgmaxPartial best = first_row < t.tile_end ? argmax_none(first_row) : ArgmaxPartial{argmax_none(0).value, ~0u};
   if constexpr (kSplits) {
-    const GemvSplit split = gemv_split(t.operand[7]);  // checked on the host (cuda_executor.cpp)
+    const GemvSplit split = gemv_split(router ? 0u : t.operand[7]);  // checked on the host (cuda_executor.cpp)
     if (split.pieces > 1) {
       for (uint32_t r = first_row; r < t.tile_end; r += stride) {
         const float dot[1] = {split_warp_dot(w.first[0] + size_t(r - t.tile_begin) * w.row_stride, n, K, split)};
