@@ -1,8 +1,9 @@
-// MoE tiles (tasks/opcodes.h SP_OP_ROUTER, SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN), bit for bit
-// ops/moe.h's: the projection tiles' warp-per-row canonical dots (tile_projection.cuh), the rows
-// of the experts the routing names found as the tile runs, each gate/up task routing the token
-// from the router's logits itself. Routed weights have no static span, so nothing of them is
-// preloaded or prefetched to L2.
+// The routed experts' tiles (tasks/opcodes.h SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN and
+// SP_OP_EXPERT_DOWN_SHARED; the router's rows are run_gemv's, tile_projection.cuh), bit for bit
+// ops/moe.h's: the projection tiles' warp-per-row canonical dots, the rows of the experts the
+// routing names found as the tile runs, each gate/up task routing the token from the router's
+// logits itself. Routed weights have no static span, so nothing of them is preloaded or
+// prefetched to L2.
 #pragma once
 #include <stdint.h>
 
