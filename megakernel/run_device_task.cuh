@@ -45,12 +45,11 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_GATE_UP)) run_gate_up(t, c, smem, extras);
       return;
     case SP_OP_ATTENTION:
-      if constexpr (has(SP_OP_ATTENTION))
-        run_attention<false>(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
-      return;
-    case SP_OP_GATED_ATTENTION:
+    case SP_OP_GATED_ATTENTION:  // one inlined copy for both where the build has both
       if constexpr (has(SP_OP_GATED_ATTENTION))
         run_attention<true>(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
+      else if constexpr (has(SP_OP_ATTENTION))
+        run_attention<false>(t, c, g.attn_positions, g.attn_kv_positions, smem, site, extras);
       return;
     case SP_OP_SAMPLE:
       if constexpr (has(SP_OP_SAMPLE)) run_sample(t, c, smem, site);
@@ -65,10 +64,9 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
       if constexpr (has(SP_OP_EXPERT_GATE_UP)) run_expert_gate_up(t, c, smem);
       return;
     case SP_OP_EXPERT_DOWN:
-      if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down<false>(t, c, smem, site);
-      return;
-    case SP_OP_EXPERT_DOWN_SHARED:
+    case SP_OP_EXPERT_DOWN_SHARED:  // one inlined copy for both where the build has both
       if constexpr (has(SP_OP_EXPERT_DOWN_SHARED)) run_expert_down<true>(t, c, smem, site);
+      else if constexpr (has(SP_OP_EXPERT_DOWN)) run_expert_down<false>(t, c, smem, site);
       return;
     case SP_OP_GDN:
       if constexpr (has(SP_OP_GDN)) run_gdn(t, c, smem, extras, gang, site);

@@ -226,11 +226,12 @@ __device__ inline void attn_chunk_partials(const AttnChunkShape& a, const bf16* 
 // partial row: a lane holds one position's score and D / 32 dims of acc. Each barrier-separated
 // phase of the block path costs 300-2000 cycles, so a few positions go faster this way; at 29-32
 // positions a chunk, one warp's serial scores cost more (docs/EXPERIMENTS.md). A lane holds
-// kDims dims of acc: 4 (heads up to 128) where the tile serves ATTENTION, whose plain build
-// every dense task's code shares; 8 (heads up to 256, the hybrid families') for GATED_ATTENTION.
+// kDims dims of acc: 4 (heads up to 128) where the tile serves ATTENTION alone, whose plain build
+// every dense task's code shares; 8 (heads up to 256, the hybrid families') where it serves
+// GATED_ATTENTION too.
 constexpr uint32_t kWarpChunkPositions = 16;
-template <bool kGated>
-constexpr uint32_t kWarpChunkDims = kGated ? 8 : 4;
+template <bool kGatedToo>
+constexpr uint32_t kWarpChunkDims = kGatedToo ? 8 : 4;
 
 // True when the warp path takes the step's chunks of `size` positions (chunk_size: every tile of
 // the step takes the same path, a shorter last chunk too, since mixing the two paths in a step
@@ -344,12 +345,13 @@ __device__ inline void merge_heads(Rows rows, const MergeArea& area, uint32_t st
 // the partials, by warp j for q head j when the step's chunks are short (attn_warp_chunks),
 // else by the block; (4) the only non-empty chunk merges them at once, from registers or from
 // shared memory; otherwise they are stored, thread 0 counts the tile in, and the group's last
-// tile stages every non-empty chunk's rows in one round trip and merges. kGated: GATED_ATTENTION,
-// whose q heads each hold their gate beside them (q head h at h * 2D, its gate at h * 2D + D)
-// and whose outputs are multiplied by their gates.
-template <bool kGated>
+// tile stages every non-empty chunk's rows in one round trip and merges. GATED_ATTENTION
+// (`gated`, which only the copy built kGatedToo runs): its q heads each hold their gate beside
+// them (q head h at h * 2D, its gate at h * 2D + D) and its outputs are multiplied by their gates.
+template <bool kGatedToo>
 __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, const TileContext& c,
                                       uint32_t unit, uint32_t chunk, uint32_t position, uint8_t* smem) {
+  const bool gated = kGatedToo && t.op == SP_OP_GATED_ATTENTION;
   const SpGraphParams& p = *c.params;
   const uint32_t G = a.group, D = a.D, Hq = p.n_heads, Hkv = p.n_kv_heads, R = p.rotary_dim;
   const uint32_t kv_head = unit / a.q_splits;
@@ -359,8 +361,8 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const uint32_t len = r.end - r.begin;
   if (len == 0) return;
   const bf16* qkv = view_data<const bf16>(c, t.operand[0]);
-  const size_t q_stride = size_t(kGated ? 2 : 1) * D, k_begin = size_t(Hq) * q_stride;
-  const bf16* gates = kGated ? qkv + size_t(unit) * G * q_stride + D : nullptr;  // the tile's first head's
+  const size_t q_stride = size_t(gated ? 2 : 1) * D, k_begin = size_t(Hq) * q_stride;
+  const bf16* gates = gated ? qkv + size_t(unit) * G * q_stride + D : nullptr;  // the tile's first head's
   bf16* K = view_data<bf16>(c, t.operand[3]) + size_t(kv_head) * a.context * a.cache_stride;
   bf16* V = view_data<bf16>(c, t.operand[3]) + size_t(Hkv + kv_head) * a.context * a.cache_stride;
   const bool appends = r.end == n, single = attn_single_stage(a, len);
@@ -372,7 +374,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   const AttnConsts at = attn_consts(D, R);
   bf16 *q_norm = consts + at.q_norm, *k_norm = consts + at.k_norm, *rope = consts + at.rope;
   bf16 *k_new = consts + at.k_new, *v_new = consts + at.v_new;
-  if constexpr (kGated)
+  if (gated)
     for (uint32_t j = 0; j < G; ++j) stage_to_shared<Src::Data>(qkv + (size_t(unit) * G + j) * q_stride, q + j * D, D);
   else
     stage_to_shared<Src::Data>(qkv + size_t(unit) * G * D, q, G * D);
@@ -406,7 +408,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
   float* partials = view_data<float>(c, t.operand[5]) + size_t(unit) * G * a.chunks * a.partial_stride;
   auto head_partials = [&](uint32_t j) { return partials + size_t(j) * a.chunks * a.partial_stride; };
   const MergeArea area = merge_area(smem, used, uint32_t(a.partial_stride));
-  constexpr uint32_t kDims = kWarpChunkDims<kGated>;
+  constexpr uint32_t kDims = kWarpChunkDims<kGatedToo>;
   if (attn_warp_chunks<kDims>(a, chunk_size(n, a.chunks))) {
     const uint32_t j = warp_id();
     if (j < G) {
@@ -419,7 +421,7 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
           const uint32_t d = lane_id() + 32 * i;
           if (d >= D) continue;
           bf16 o = attn_merge_lone_element<float>(w.l, w.acc[i], weight);
-          if constexpr (kGated) o = attn_gated_output<float>(o, load_bf16<Src::Data>(gates + j * q_stride + d));
+          if (gated) o = attn_gated_output<float>(o, load_bf16<Src::Data>(gates + j * q_stride + d));
           out[d] = o;
         }
         return;
@@ -453,8 +455,8 @@ __device__ inline void attention_tile(const AttnChunkShape& a, const SpTask& t, 
 // loaded from the step state, one more round trip before the first stage: 0.5-1.7% of qwen3-0.6b's
 // megakernel (docs/EXPERIMENTS.md). The kPositionFromState test never fails in
 // the persistent kernel, but without it ptxas spills 4 bytes there, which cost 2-3%.
-// kGated: GATED_ATTENTION (attention_tile).
-template <bool kGated>
+// kGatedToo: the copy that runs GATED_ATTENTION's tasks as well as ATTENTION's (attention_tile).
+template <bool kGatedToo>
 __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint32_t score_positions,
                                      uint32_t kv_positions, uint8_t* smem, const TaskSite& site,
                                      const TileExtras* extras) {
@@ -472,7 +474,7 @@ __device__ inline void run_attention(const SpTask& t, const TileContext& c, uint
                          c.views[t.operand[3]].row_stride,
                          c.views[t.operand[5]].row_stride};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-    attention_tile<kGated>(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
+    attention_tile<kGatedToo>(a, t, c, tile / a.chunks, tile % a.chunks, position, smem);
     __syncthreads();  // the next tile reuses shared memory
   }
 }

@@ -129,27 +129,28 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
 // routing, the k activation rows and the task's rows of the residual staged in shared memory
 // (one round trip, not one a row at its end), then each warp's rows one by one, the slots' dots
 // of a row in flight together (each expert's row against its slot's activations), added to the
-// row's sum in slot order. kShared: EXPERT_DOWN_SHARED, whose shared expert's activations are
-// staged after the slots' and whose gated row joins the sum (its gate read once, with the
-// staging).
-template <bool kShared>
+// row's sum in slot order. EXPERT_DOWN_SHARED (`with_shared`, which only the copy built
+// kSharedToo runs, as it runs EXPERT_DOWN's tasks too): its shared expert's activations are
+// staged after the slots' and its gated row joins the sum (its gate read once, with the staging).
+template <bool kSharedToo>
 __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, uint8_t* smem, const TaskSite& site) {
+  const bool with_shared = kSharedToo && t.op == SP_OP_EXPERT_DOWN_SHARED;
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const SpView& W = c.views[t.operand[0]];
   const uint32_t Im = p.expert_rows, H = W.rows / p.experts, a_stride = expert_act_stride(Im);
-  const uint32_t Is = kShared ? c.views[t.operand[5]].cols : 0;
+  const uint32_t Is = with_shared ? c.views[t.operand[5]].cols : 0;
   bf16* a = reinterpret_cast<bf16*>(smem + expert_down_act_offset(p.slots));
   const bf16* act = view_data<const bf16>(c, t.operand[1]);
   const size_t act_stride = c.views[t.operand[1]].row_stride;
   for (uint32_t s = 0; s < p.slots; ++s) stage_to_shared<Src::Data>(act + s * act_stride, a + s * a_stride, Im);
   bf16* shared_act = reinterpret_cast<bf16*>(smem + expert_down_shared_act_offset(p.slots, Im));
-  if constexpr (kShared) stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), shared_act, Is);
+  if (with_shared) stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), shared_act, Is);
   bf16* hidden = view_data<bf16>(c, t.operand[3]);
   bf16* residual = reinterpret_cast<bf16*>(smem + expert_down_residual_offset(p.slots, Im, Is));
   stage_to_shared<Src::Data>(hidden + t.tile_begin, residual, t.tile_end - t.tile_begin);
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
   start_routing_copy(view_data<const uint32_t>(c, t.operand[2]), p, slots);
-  const bf16 shared_gate = kShared ? load_bf16<Src::Data>(view_data<const bf16>(c, t.operand[7])) : bf16{};
+  const bf16 shared_gate = with_shared ? load_bf16<Src::Data>(view_data<const bf16>(c, t.operand[7])) : bf16{};
   cp_async_wait_all();
   __syncthreads();
   if (!routing_in_range(slots, p, site)) return;
@@ -168,7 +169,7 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
       for (int i = 0; i < R; ++i) m = m + rounded(slots[s0 + i].weight * rounded(y[i]));
     });
     float f = rounded(m);
-    if constexpr (kShared) {
+    if (with_shared) {
       const float y = warp_dot<Src::Weight, Src::Shared>(
           view_data<const bf16>(c, t.operand[5]) + size_t(r) * c.views[t.operand[5]].row_stride, shared_act, Is);
       f = add_shared_expert(f, rounded(y), shared_gate);
