@@ -213,7 +213,8 @@ __device__ inline void run_gdn(const SpTask& t, const TileContext& c, uint8_t* s
       extras && extras->position != kPositionFromState ? extras->position : load_data(&c.state->position);
   const GdnShape s = gdn_shape(t, c.views);
   if (!ganged(gang) && s.width > 1 && t.gang_rank != 0) return;
-  const uint32_t j0 = ganged(gang) ? s.row : 0u, n = ganged(gang) ? s.rows : s.dv;  // one call site: one copy of the tile's code
+  // One call site: one copy of the tile's code.
+  const uint32_t j0 = ganged(gang) ? s.row : 0u, n = ganged(gang) ? s.rows : s.dv;
   for (uint32_t h = s.head; h < s.head + s.heads; ++h) gdn_head_tile(t, c, s, h, j0, n, position, smem, gang, site);
 }
 

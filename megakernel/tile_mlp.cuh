@@ -162,7 +162,7 @@ __device__ inline void run_mlp(const SpTask& t, const TileContext& c, uint8_t* s
   if (!ganged(gang) && rank != 0) return;
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[3]), s.H, view_data<const bf16>(c, t.operand[4]),
                                    *c.params, smem, nullptr);
-  const uint32_t first = ganged(gang) ? rank : 0u, end = ganged(gang) ? rank + 1u : s.width;  // the ranks this block runs
+  const uint32_t first = ganged(gang) ? rank : 0u, end = ganged(gang) ? rank + 1u : s.width;  // the block's ranks
   const bool preloaded = ganged(gang) && extras && extras->preload && extras->preload->bytes;
   for (uint32_t r = first; r < end; ++r) {
     const uint32_t index = s.index - rank + r;
