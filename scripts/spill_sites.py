@@ -12,6 +12,10 @@ nvdisasm is not part of every CUDA install; the PyPI wheel nvidia-cuda-nvdisasm 
   pip download --no-deps nvidia-cuda-nvdisasm && python3 -m zipfile -e nvidia_cuda_nvdisasm-*.whl nvd/
 
   scripts/spill_sites.py two_hop --nvdisasm nvd/nvidia/cu13/bin/nvdisasm
+
+With --check it prints ptxas's summary alone and fails when that kernel has a stack frame or
+spills: CTest runs it on the plain and MoE builds, which have neither, so that a change that
+makes them spill fails CI (a spill in a build costs every task it runs: docs/isa.md).
 """
 import argparse
 import collections
@@ -26,6 +30,7 @@ ANNOTATION = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)
 
 
 def compile_build(build, nvcc, cubin):
+    """ptxas's summary line of the build's 1-block kernel, printed and returned."""
     source = os.path.join(ROOT, "megakernel", f"persistent_kernel_{build}.cu")
     if not os.path.exists(source):
         sys.exit(f"spill_sites: no build '{build}' ({source} does not exist)")
@@ -38,6 +43,8 @@ def compile_build(build, nvcc, cubin):
     for i, line in enumerate(lines):  # the summary follows the kernel's "Function properties" line
         if "Function properties for" in line and "persistent_kernelILi1" in line and i + 1 < len(lines):
             print("ptxas:", lines[i + 1].strip())
+            return lines[i + 1].strip()
+    sys.exit("spill_sites: ptxas printed no summary for the 1-block persistent kernel")
 
 
 def spill_sites(sass_lines):
@@ -68,10 +75,19 @@ def main():
     parser.add_argument("build", help="plain, moe or two_hop (megakernel/persistent_kernel_BUILD.cu)")
     parser.add_argument("--nvcc", default="/usr/local/cuda/bin/nvcc")
     parser.add_argument("--nvdisasm", default="nvdisasm")
+    parser.add_argument("--check", action="store_true", help="fail when the kernel has a stack frame or spills")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "kernel.cubin")
-        compile_build(args.build, args.nvcc, cubin)
+        summary = compile_build(args.build, args.nvcc, cubin)
+        if args.check:
+            sizes = [int(n) for n in re.findall(r"(\d+) bytes (?:stack frame|spill stores|spill loads)", summary)]
+            if len(sizes) != 3:
+                sys.exit(f"spill_sites: cannot read ptxas's summary: {summary}")
+            if any(sizes):
+                sys.exit(f"spill_sites: the {args.build} build's persistent kernel spills ({summary}); "
+                         f"`scripts/spill_sites.py {args.build} --nvdisasm PATH` says where")
+            return
         try:
             sass = subprocess.run([args.nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True, check=True)
         except (OSError, subprocess.CalledProcessError) as e:
