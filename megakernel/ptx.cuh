@@ -126,21 +126,23 @@ __device__ __forceinline__ unsigned long long ld_shared_u64(uint32_t address) {
   asm("ld.shared.u64 %0, [%1];" : "=l"(v) : "r"(address));
   return v;
 }
-__device__ __forceinline__ uint32_t ld_volatile_shared_u32(uint32_t address) {
+// Acquire and release at the block's scope: the weight ring's slot tags (weight_ring.cuh).
+__device__ __forceinline__ uint32_t ld_acquire_shared_u32(uint32_t address) {
   uint32_t v;
-  asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
   return v;
 }
-__device__ __forceinline__ void st_volatile_shared_u32(uint32_t address, uint32_t v) {
-  asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
+__device__ __forceinline__ void st_release_shared_u32(uint32_t address, uint32_t v) {
+  asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
 }
 __device__ __forceinline__ void st_shared_zero_u32(uint32_t address) {
   asm volatile("st.shared.u32 [%0], 0;" ::"r"(address) : "memory");
 }
-// Adds one; returns the value before.
-__device__ __forceinline__ uint32_t atom_shared_increment_u32(uint32_t address) {
+// Adds one; returns the value before. Acquire and release at the block's scope: a counter
+// whose last increment hands what the others did before theirs to the thread that makes it.
+__device__ __forceinline__ uint32_t atom_shared_increment_acq_rel_u32(uint32_t address) {
   uint32_t before;
-  asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(address) : "memory");
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(address) : "memory");
   return before;
 }
 
