@@ -121,10 +121,10 @@ cuda_tests_step() { step cuda-tests cuda-tests 300 "$cuda_tests" --duration=true
 # Under the sanitizers: the tiny subset; the hand-built model whose preloaded rows take the
 # shared-memory dot (tiny's rows are too short for it); the HF fixtures in every mode; and, under
 # memcheck only, the cluster program (qwen3-0.6b shapes) decoding and stopping at bad input with
-# weight copies in flight. Racecheck knows barriers, not the cluster program's weight ring, whose
-# readers hand a slot back by a shared atomic and whose refill lands by an mbarrier
-# (megakernel/weight_ring.cuh): it reports every refill as racing with the slot's last readers
-# (docs/EXPERIMENTS.md). Not the static schedule: it needs every block resident
+# weight copies in flight. Racecheck follows barriers, not the cluster program's weight ring,
+# whose readers hand a slot back by acq_rel shared atomics and whose refill (a bulk copy) lands
+# by an mbarrier (megakernel/weight_ring.cuh): it reports every refill as racing with the slot's
+# last readers (docs/two-hop-layer.md). Not the static schedule: it needs every block resident
 # at once, which a sanitizer that serialises blocks would not give. One sanitizer run a test
 # case, each case's seconds in the log, so a slow case is named and a share of the cases
 # (SPINDLE_GPU_SANITIZE_SHARD) fits a device call.
