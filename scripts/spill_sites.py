@@ -11,7 +11,7 @@ matters more here than in most kernels: every acquire load of the dispatch empti
 nvdisasm is not part of every CUDA install; the PyPI wheel nvidia-cuda-nvdisasm has one:
   pip download --no-deps nvidia-cuda-nvdisasm && python3 -m zipfile -e nvidia_cuda_nvdisasm-*.whl nvd/
 
-  scripts/spill_sites.py two_hop --nvdisasm nvd/nvidia/cu13/bin/nvdisasm
+  scripts/spill_sites.py two_hop --nvdisasm nvd/nvidia/cu13/bin/nvdisasm [--frames 3]
 
 With --check it prints ptxas's summary alone and fails when that kernel has a stack frame or
 spills: CTest runs it on the plain and MoE builds, which have neither, so that a change that
@@ -47,8 +47,9 @@ def compile_build(build, nvcc, cubin):
     sys.exit("spill_sites: ptxas printed no summary for the 1-block persistent kernel")
 
 
-def spill_sites(sass_lines):
-    """(tile or dispatch site, LDL or STL) -> count, from nvdisasm -gi output."""
+def spill_sites(sass_lines, frames=0):
+    """(tile or dispatch site, LDL or STL) -> count, from nvdisasm -gi output; with frames > 0,
+    each site also names the innermost `frames` source lines of its inline chain."""
     counts = collections.Counter()
     chain, in_annotation = [], False
     for line in sass_lines:
@@ -66,6 +67,8 @@ def spill_sites(sass_lines):
         tile = next((f for f in chain if f[2] == "run_device_task.cuh"), None)
         site = (f"tile at run_device_task.cuh:{tile[3]} ({tile[0]}:{tile[1]})" if tile
                 else f"outside the tiles {chain[0][0]}:{chain[0][1]}" if chain else "unknown")
+        if frames and chain:
+            site += " at " + " < ".join(f"{f[0]}:{f[1]}" for f in chain[:frames])
         counts[(site, op.group(1))] += 1
     return counts
 
@@ -76,6 +79,8 @@ def main():
     parser.add_argument("--nvcc", default="/usr/local/cuda/bin/nvcc")
     parser.add_argument("--nvdisasm", default="nvdisasm")
     parser.add_argument("--check", action="store_true", help="fail when the kernel has a stack frame or spills")
+    parser.add_argument("--frames", type=int, default=0, metavar="N",
+                        help="also name each site's innermost N source lines (where in a tile its reloads are)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "kernel.cubin")
@@ -92,7 +97,7 @@ def main():
             sass = subprocess.run([args.nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True, check=True)
         except (OSError, subprocess.CalledProcessError) as e:
             sys.exit(f"spill_sites: nvdisasm failed ({e}); see --help for where to get it")
-    counts = spill_sites(sass.stdout.splitlines())
+    counts = spill_sites(sass.stdout.splitlines(), args.frames)
     sites = sorted({s for s, _ in counts}, key=lambda s: -(counts[(s, "LDL")] + counts[(s, "STL")]))
     print(f"{'LDL':>5} {'STL':>5}  site")
     for s in sites:
