@@ -39,16 +39,17 @@ SP_HDI uint32_t projection_smem_bytes(uint32_t K) { return projection_norm_offse
 SP_HDI uint32_t mlp_act_offset(uint32_t H) { return projection_smem_bytes(H); }
 SP_HDI uint32_t mlp_smem_bytes(uint32_t H, uint32_t piece) { return mlp_act_offset(H) + align16(piece * 2u); }
 // EXPERT_GATE_UP: a projection's input, then the k slots of the routing, the E router logits
-// (f32) it routes from and their keys (ops/moe.h route_key, u32, padded with zeros to a
-// multiple of 4).
+// (f32) it routes from and the candidates of its choice (tile_moe.cuh route_places: u64, the
+// first min(k, 32) of each group of 32 experts).
+SP_HDI uint32_t route_group_candidates(uint32_t slots) { return slots < 32u ? slots : 32u; }
 SP_HDI uint32_t expert_gate_up_logits_offset(uint32_t K, uint32_t slots) {
   return projection_smem_bytes(K) + align16(slots * 8u);
 }
-SP_HDI uint32_t expert_gate_up_keys_offset(uint32_t K, uint32_t slots, uint32_t experts) {
+SP_HDI uint32_t expert_gate_up_candidates_offset(uint32_t K, uint32_t slots, uint32_t experts) {
   return expert_gate_up_logits_offset(K, slots) + align16(experts * 4u);
 }
 SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots, uint32_t experts) {
-  return expert_gate_up_keys_offset(K, slots, experts) + align16(experts * 4u);
+  return expert_gate_up_candidates_offset(K, slots, experts) + (experts + 31u) / 32u * route_group_candidates(slots) * 8u;
 }
 // EXPERT_DOWN: the k slots of the routing, their activations (bf16, each row from a 16-byte
 // boundary), the shared expert's (Is bf16; none for EXPERT_DOWN), then the task's `rows` rows

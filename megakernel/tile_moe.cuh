@@ -37,26 +37,35 @@ __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoePar
   return true;
 }
 
-// Every thread: the places of the E logits staged at `logits` (ops/moe.h route, its choice),
-// the k chosen experts into slots[place].expert, with no thread running a long chain: each
-// logit's key (route_key) into `keys`, then a thread an expert counts the keys above its own and
-// those equal to it of lower experts (route_place), four keys a shared load. Barriers before and
-// after: the logits are staged, and the slots are complete on return.
-__device__ inline void route_places(const float* logits, uint32_t* keys, const SpMoeParams& p, RoutingSlot* slots) {
-  const uint32_t E = p.experts, padded = (E + 3) & ~3u;
-  for (uint32_t e = threadIdx.x; e < padded; e += blockDim.x)
-    keys[e] = e < E ? route_key(logits[e]) : 0u;  // a pad's index is past every expert's, so it never comes first
+// Every thread: the places of the E logits staged at `logits` (ops/moe.h route_place, its
+// choice), the k chosen experts into slots[place].expert, in two short rounds rather than a
+// count over all E experts a thread. Each expert's order as one 64-bit word (route_key above
+// its complemented index, so a tie goes to the lower expert and a pad past E comes after every
+// expert); (1) each group of 32 experts, a warp's lanes, ranks its own by shuffles and offers
+// its first c = min(k, 32) to `cands` (route_candidates); (2) a thread a candidate counts the
+// candidates before it. That count is the place of an expert whose place is below k (its
+// predecessors come before it in their own groups too, so each is a candidate), and at least k
+// for any other (a group holding m of its predecessors offers min(m, c) of them). A barrier
+// between the rounds, and one after: the slots are complete on return.
+__device__ inline void route_places(const float* logits, uint64_t* cands, const SpMoeParams& p, RoutingSlot* slots) {
+  const uint32_t E = p.experts, c = route_group_candidates(p.slots), groups = (E + 31) / 32;
+  for (uint32_t g = warp_id(); g < groups; g += warps_per_block()) {
+    const uint32_t e = g * 32 + lane_id();
+    const uint64_t v = uint64_t(e < E ? route_key(logits[e]) : 0u) << 32 | ~e;
+    uint32_t rank = 0;
+#pragma unroll 8
+    for (uint32_t j = 0; j < 32; ++j) rank += __shfl_sync(~0u, v, j) > v;
+    if (rank < c) cands[g * c + rank] = v;
+  }
   __syncthreads();
-  for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
-    const uint32_t x = keys[e];
+  const uint32_t n = groups * c;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint64_t v = cands[i];
     uint32_t place = 0;
-#pragma unroll 4
-    for (uint32_t j = 0; j < padded; j += 4) {  // the keys' offset is 16-byte aligned
-      const uint4 v = *reinterpret_cast<const uint4*>(keys + j);
-      place += (v.x > x || (v.x == x && j < e)) + (v.y > x || (v.y == x && j + 1 < e)) +
-               (v.z > x || (v.z == x && j + 2 < e)) + (v.w > x || (v.w == x && j + 3 < e));
-    }
-    if (place < p.slots) slots[place].expert = e;
+#pragma unroll 8
+    for (uint32_t j = 0; j < n; ++j) place += cands[j] > v;
+    const uint32_t e = ~uint32_t(v);
+    if (place < p.slots && e < E) slots[place].expert = e;
   }
   __syncthreads();
 }
@@ -99,11 +108,11 @@ __device__ inline void run_expert_gate_up(const SpTask& t, const TileContext& c,
   const uint32_t K = W.cols, Im = p.expert_rows, stride = warps_per_block();
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + projection_smem_bytes(K));
   float* logits = reinterpret_cast<float*>(smem + expert_gate_up_logits_offset(K, p.slots));
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + expert_gate_up_keys_offset(K, p.slots, p.experts));
+  uint64_t* cands = reinterpret_cast<uint64_t*>(smem + expert_gate_up_candidates_offset(K, p.slots, p.experts));
   stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), reinterpret_cast<bf16*>(logits), 2u * p.experts);
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), K, view_data<const bf16>(c, t.operand[2]),
                                    *c.params, smem, nullptr);  // waits for the logits' copy too
-  route_places(logits, keys, p, slots);
+  route_places(logits, cands, p, slots);
   if (t.tile_begin == 0) route_weights(logits, p, slots, view_data<RoutingSlot>(c, t.operand[3]));
   const bf16* w = view_data<const bf16>(c, t.operand[0]);
   bf16* act = view_data<bf16>(c, t.operand[4]);

@@ -367,10 +367,13 @@ TEST_CASE("qwen3-0.6b at context 4161: static and ticket on every SM match the s
 }
 
 // The routing (every expert gate/up task's) with 37 experts, 5 a token (odd_experts_model), and
-// with every logit tied with another (tied_experts_model): every mode (the megakernel's MoE
-// build), and the two-hop build, against the sequential reference.
-TEST_CASE("MoE with 37 experts, 5 a token, logits tied or not: every mode matches the sequential reference") {
-  for (const ModelWeights& w : {test::odd_experts_model(), test::tied_experts_model()}) {
+// with every logit tied with another (tied_experts_model); with more groups of 32 experts than a
+// block has warps (300, 10 a token, tied) and with every expert a candidate (k above 32): every
+// mode (the megakernel's MoE build), and the two-hop build, against the sequential reference.
+TEST_CASE("MoE with 37, 70 or 300 experts, 5 to 33 a token, logits tied or not: every mode matches the sequential reference") {
+  for (const ModelWeights& w : {test::odd_experts_model(), test::tied_experts_model(),
+                                test::experts_model("many-tied-experts", 300, 10, true),
+                                test::experts_model("experts-33-a-token", 70, 33, false)}) {
     CAPTURE(w.source);
     BuildOptions o;
     o.context = 64;

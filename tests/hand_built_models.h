@@ -62,22 +62,14 @@ inline ModelWeights model_with(const std::string& name, uint32_t hidden, uint32_
   return weights_for(name, c, align, value_of);
 }
 
-// tiny-moe with 37 experts, 5 a token: counts that are no multiple of a warp's lanes, of four
-// or of each other, so the router's tiles run their partial rounds (the places two lanes an
-// expert, the vectorised sum's tail, the slots' lanes).
-inline ModelWeights odd_experts_model() {
+// tiny-moe with E experts, k a token; `tied`: the router's rows in equal pairs (experts 2m and
+// 2m + 1), so that every logit ties with its pair's and the choice must take the lower expert
+// first.
+inline ModelWeights experts_model(const std::string& name, uint32_t E, uint32_t k, bool tied) {
   ModelConfig c = synthetic_config("tiny-moe");
-  c.num_experts = 37;
-  c.experts_per_tok = 5;
-  return weights_for("odd-experts", c, 16);
-}
-
-// odd_experts_model's shape with the router's rows in equal pairs (experts 2m and 2m + 1), so
-// that every logit ties with its pair's and the choice must take the lower expert first.
-inline ModelWeights tied_experts_model() {
-  ModelConfig c = synthetic_config("tiny-moe");
-  c.num_experts = 37;
-  c.experts_per_tok = 5;
+  c.num_experts = E;
+  c.experts_per_tok = k;
+  if (!tied) return weights_for(name, c, 16);
   auto next = std::make_shared<uint64_t>(0);  // the router element weights_for asks for next
   auto value_of = [next](const std::string& tensor, const std::vector<uint64_t>& shape, std::mt19937& rng) {
     const float value = near_one_or_small(tensor, shape, rng);
@@ -85,8 +77,14 @@ inline ModelWeights tied_experts_model() {
     const uint64_t i = (*next)++ % (shape[0] * shape[1]), pair = i / shape[1] / 2, column = i % shape[1];
     return 0.2f * std::sin(float(pair * 131 + column * 7));
   };
-  return weights_for("tied-experts", c, 16, value_of);
+  return weights_for(name, c, 16, value_of);
 }
+
+// tiny-moe with 37 experts, 5 a token: counts that are no multiple of a warp's lanes, of four
+// or of each other, so the router's tiles run their partial rounds (a group of 32 experts cut
+// short, the vectorised sum's tail, the slots' lanes).
+inline ModelWeights odd_experts_model() { return experts_model("odd-experts", 37, 5, false); }
+inline ModelWeights tied_experts_model() { return experts_model("tied-experts", 37, 5, true); }
 
 // A model whose rows the GPU tiles cannot read 16 bytes at a time: hidden 60, head_dim 12 and
 // intermediate 100 are not multiples of 8 elements, and the tensors lie back to back, so most
