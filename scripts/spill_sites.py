@@ -14,8 +14,10 @@ nvdisasm is not part of every CUDA install; the PyPI wheel nvidia-cuda-nvdisasm 
   scripts/spill_sites.py two_hop --nvdisasm nvd/nvidia/cu13/bin/nvdisasm [--frames 3]
 
 With --check it prints ptxas's summary alone and fails when that kernel has a stack frame or
-spills: CTest runs it on the plain and MoE builds, which have neither, so that a change that
-makes them spill fails CI (a spill in a build costs every task it runs: docs/isa.md).
+spills; with --check STACK/STORES/LOADS, when any of them passes that many bytes. CTest runs it
+on the plain and MoE builds, which have neither, and on the two-hop build at its present
+bytes, so that a change that makes a build spill (more) fails CI (a spill in a build costs
+every task it runs: docs/isa.md).
 """
 import argparse
 import collections
@@ -78,10 +80,15 @@ def main():
     parser.add_argument("build", help="plain, moe or two_hop (megakernel/persistent_kernel_BUILD.cu)")
     parser.add_argument("--nvcc", default="/usr/local/cuda/bin/nvcc")
     parser.add_argument("--nvdisasm", default="nvdisasm")
-    parser.add_argument("--check", action="store_true", help="fail when the kernel has a stack frame or spills")
+    parser.add_argument("--check", nargs="?", const="0/0/0", metavar="STACK/STORES/LOADS",
+                        help="fail when the kernel's stack frame, spill stores or spill loads pass these bytes "
+                             "(none given: any)")
     parser.add_argument("--frames", type=int, default=0, metavar="N",
                         help="also name each site's innermost N source lines (where in a tile its reloads are)")
     args = parser.parse_args()
+    budget = (args.check or "0/0/0").split("/")
+    if len(budget) != 3 or not all(b.isdigit() for b in budget):
+        sys.exit(f"spill_sites: --check takes STACK/STORES/LOADS in bytes (e.g. 0/0/0), not '{args.check}'")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "kernel.cubin")
         summary = compile_build(args.build, args.nvcc, cubin)
@@ -89,9 +96,9 @@ def main():
             sizes = [int(n) for n in re.findall(r"(\d+) bytes (?:stack frame|spill stores|spill loads)", summary)]
             if len(sizes) != 3:
                 sys.exit(f"spill_sites: cannot read ptxas's summary: {summary}")
-            if any(sizes):
-                sys.exit(f"spill_sites: the {args.build} build's persistent kernel spills ({summary}); "
-                         f"`scripts/spill_sites.py {args.build} --nvdisasm PATH` says where")
+            if any(size > int(b) for size, b in zip(sizes, budget)):
+                sys.exit(f"spill_sites: the {args.build} build's persistent kernel spills more than {args.check} bytes "
+                         f"(stack/stores/loads): {summary}; `scripts/spill_sites.py {args.build} --nvdisasm PATH` says where")
             return
         try:
             sass = subprocess.run([args.nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True, check=True)
