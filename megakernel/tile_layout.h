@@ -49,7 +49,8 @@ SP_HDI uint32_t expert_gate_up_candidates_offset(uint32_t K, uint32_t slots, uin
   return expert_gate_up_logits_offset(K, slots) + align16(experts * 4u);
 }
 SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots, uint32_t experts) {
-  return expert_gate_up_candidates_offset(K, slots, experts) + (experts + 31u) / 32u * route_group_candidates(slots) * 8u;
+  return expert_gate_up_candidates_offset(K, slots, experts) +
+         (experts + 31u) / 32u * route_group_candidates(slots) * 8u;
 }
 // EXPERT_DOWN: the k slots of the routing, their activations (bf16, each row from a 16-byte
 // boundary), the shared expert's (Is bf16; none for EXPERT_DOWN), then the task's `rows` rows

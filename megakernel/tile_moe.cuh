@@ -42,7 +42,7 @@ __device__ inline bool routing_in_range(const RoutingSlot* slots, const SpMoePar
 // count over all E experts a thread. Each expert's order as one 64-bit word (route_key above
 // its complemented index, so a tie goes to the lower expert and a pad past E comes after every
 // expert); (1) each group of 32 experts, a warp's lanes, ranks its own by shuffles and offers
-// its first c = min(k, 32) to `cands` (route_candidates); (2) a thread a candidate counts the
+// its first c = min(k, 32) to `cands` (route_group_candidates); (2) a thread a candidate counts the
 // candidates before it. That count is the place of an expert whose place is below k (its
 // predecessors come before it in their own groups too, so each is a candidate), and at least k
 // for any other (a group holding m of its predecessors offers min(m, c) of them). A barrier
