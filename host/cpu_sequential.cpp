@@ -5,13 +5,19 @@ namespace spindle {
 
 template <class Acc>
 void SequentialExecutor<Acc>::run_steps(uint32_t steps) {
-  const TileContext ctx = tile_context();
+  std::vector<TileContext> ctx;
+  for (uint32_t d = 0; d < graph_.devices; ++d) ctx.push_back(tile_context(d));
+  share_step_state();
+  // The graph's order runs every task after those it waits for, whichever device they ran on.
   for (uint32_t s = 0; s < steps; ++s, ++steps_done_)
-    for (uint32_t i = 0; i < graph_.tasks.size(); ++i) {
-      const uint64_t t0 = tracing_ ? trace_ns() : 0;
-      run_task<Acc>(graph_.tasks[i], ctx);
-      if (tracing_) trace_.push_back({steps_done_, i, 0, t0, trace_ns(), 0});
-    }
+    for (uint32_t i = 0; i < graph_.tasks.size(); ++i)
+      for (uint32_t d = 0; d < graph_.devices; ++d) {
+        if (!graph_.runs_on(i, d)) continue;
+        const uint64_t t0 = tracing_ ? trace_ns() : 0;
+        run_task<Acc>(graph_.tasks[i], ctx[d]);
+        if (tracing_) trace_.push_back({steps_done_, i, d, t0, trace_ns(), 0});
+      }
+  check_devices_agree();
 }
 
 template <class Acc>

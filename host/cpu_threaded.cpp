@@ -10,12 +10,14 @@
 namespace spindle {
 namespace {
 
-uint32_t resolve_workers(uint32_t requested) {
-  if (requested > ThreadedExecutor::kMaxWorkers)
-    throw Error("threaded executor: --workers " + std::to_string(requested) + " is more than " +
+// A device's workers: `requested`, or the machine's cores shared over the devices.
+uint32_t resolve_workers(uint32_t requested, uint32_t devices) {
+  if (uint64_t(requested) * devices > ThreadedExecutor::kMaxWorkers)
+    throw Error("threaded executor: --workers " + std::to_string(requested) +
+                (devices > 1 ? " on each of " + std::to_string(devices) + " devices" : std::string()) + " is more than " +
                 std::to_string(ThreadedExecutor::kMaxWorkers) + ", the most threads it starts (one a worker)");
   if (requested) return requested;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1u, std::thread::hardware_concurrency() / devices);
 }
 
 }  // namespace
@@ -23,22 +25,28 @@ uint32_t resolve_workers(uint32_t requested) {
 ThreadedExecutor::ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
     : CpuExecutor(g, w),
       opt_(opt),
-      workers_(resolve_workers(opt.workers)),
-      counters_(new std::atomic<uint32_t>[g.num_counters()]) {
-  for (uint32_t c = 0; c < g.num_counters(); ++c) counters_[c].store(0, std::memory_order_relaxed);
-  if (opt.schedule == ScheduleKind::Static) lists_ = static_lists(g, workers_);
+      workers_(resolve_workers(opt.workers, g.devices)),
+      counters_(new std::atomic<uint32_t>[size_t(g.devices) * g.num_counters()]),
+      tickets_(new std::atomic<uint64_t>[g.devices]) {
+  for (size_t c = 0; c < size_t(g.devices) * g.num_counters(); ++c) counters_[c].store(0, std::memory_order_relaxed);
+  for (uint32_t d = 0; d < g.devices; ++d) {
+    device_tasks_.push_back(device_tasks(g, d));
+    if (opt.schedule != ScheduleKind::Static) continue;
+    for (std::vector<uint32_t>& list : static_lists(device_tasks_.back(), workers_)) lists_.push_back(std::move(list));
+  }
 }
 
 std::string ThreadedExecutor::describe() const {
-  return "threaded (" + std::to_string(workers_) + " workers, " + schedule_kind_name(opt_.schedule) + ")";
+  const std::string devices = graph_.devices > 1 ? " on each of " + std::to_string(graph_.devices) + " devices" : "";
+  return "threaded (" + std::to_string(workers_) + " workers" + devices + ", " + schedule_kind_name(opt_.schedule) + ")";
 }
 
 // Waits until the task's counter reaches its target for `step`. Workers may outnumber
 // cores, so the wait spins briefly, then yields, then sleeps: a pure spin would starve the
 // worker it waits for. A wait past the watchdog bound is an error naming the task.
-void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t step) {
+void ThreadedExecutor::wait_for(const SpTask& t, uint32_t device, uint32_t task_index, uint32_t step) {
   const uint32_t target = sp_wait_target(t, step);
-  std::atomic<uint32_t>& c = counters_[t.wait_counter];
+  std::atomic<uint32_t>& c = counter(device, t.wait_counter);
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t spins = 0; !sp_counter_reached(c.load(std::memory_order_acquire), target); ++spins) {
     if (abort_.load(std::memory_order_relaxed)) throw Error("aborted");
@@ -50,7 +58,8 @@ void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t s
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(opt_.watchdog_ms)) {
       const uint32_t value = c.load(std::memory_order_acquire);
-      throw Error("watchdog: task " + std::to_string(task_index) + " (" + sp_opcode_name(t.op) + ") of step " +
+      throw Error("watchdog: task " + std::to_string(task_index) + " (" + sp_opcode_name(t.op) + ")" +
+                  (graph_.devices > 1 ? " on device " + std::to_string(device) : std::string()) + " of step " +
                   std::to_string(step) + " waited over " + std::to_string(opt_.watchdog_ms) + " ms on counter " +
                   std::to_string(t.wait_counter) + " (" + graph_.counter_names[t.wait_counter] + "): value " +
                   std::to_string(value) + ", needs " + std::to_string(target));
@@ -58,39 +67,48 @@ void ThreadedExecutor::wait_for(const SpTask& t, uint32_t task_index, uint32_t s
   }
 }
 
-void ThreadedExecutor::run_one(uint32_t id, uint32_t step, uint32_t task_index, std::vector<TaskTrace>& trace) {
+void ThreadedExecutor::run_one(uint32_t id, uint32_t device, uint32_t step, uint32_t task_index,
+                               std::vector<TaskTrace>& trace) {
   if (abort_.load(std::memory_order_relaxed)) throw Error("aborted");
   const SpTask& t = graph_.tasks[task_index];
   const uint64_t t0 = tracing_ ? trace_ns() : 0;
-  wait_for(t, task_index, step);
+  wait_for(t, device, task_index, step);
   const uint64_t t1 = tracing_ ? trace_ns() : 0;
-  run_task<float>(t, tile_context());
-  counters_[t.signal_counter].fetch_add(1, std::memory_order_release);
+  run_task<float>(t, tile_context(device));
+  if (graph_.is_broadcast(t.signal_counter))
+    for (uint32_t d = 0; d < graph_.devices; ++d) counter(d, t.signal_counter).fetch_add(1, std::memory_order_release);
+  else
+    counter(device, t.signal_counter).fetch_add(1, std::memory_order_release);
   if (tracing_) trace.push_back({step, task_index, id, t1, trace_ns(), t1 - t0});
 }
 
 void ThreadedExecutor::worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace) {
-  const uint32_t n = uint32_t(graph_.tasks.size());
+  const uint32_t device = id / workers_;
   if (opt_.schedule == ScheduleKind::Static) {
     for (uint32_t s = 0; s < steps; ++s)
-      for (uint32_t task : lists_[id]) run_one(id, first_step + s, task, trace);
+      for (uint32_t task : lists_[id]) run_one(id, device, first_step + s, task, trace);
     return;
   }
-  // Dynamic ticket: claim the next task of the global order. A task only waits on tasks
-  // with smaller tickets, already claimed by running workers, so this cannot deadlock.
-  const uint64_t total = uint64_t(steps) * n;
-  for (uint64_t t = ticket_.fetch_add(1, std::memory_order_relaxed); t < total;
-       t = ticket_.fetch_add(1, std::memory_order_relaxed))
-    run_one(id, first_step + uint32_t(t / n), uint32_t(t % n), trace);
+  // Dynamic ticket: claim the next task of the device's order. A task only waits on tasks
+  // earlier in the graph's order: its device's, with smaller tickets, already claimed by
+  // running workers, or another device's broadcast ones, which by the same argument there
+  // finish; so this cannot deadlock.
+  const std::vector<uint32_t>& tasks = device_tasks_[device];
+  const uint64_t n = tasks.size(), total = uint64_t(steps) * n;
+  std::atomic<uint64_t>& ticket = tickets_[device];
+  for (uint64_t t = ticket.fetch_add(1, std::memory_order_relaxed); t < total;
+       t = ticket.fetch_add(1, std::memory_order_relaxed))
+    run_one(id, device, first_step + uint32_t(t / n), tasks[t % n], trace);
 }
 
 // One thread a worker. A thread the system cannot start ends the run: the workers already
 // started are told to abort and joined, as their tasks may have moved the counters.
 std::vector<std::thread> ThreadedExecutor::start_workers(uint32_t steps, std::vector<std::vector<TaskTrace>>& traces,
                                                          FirstFailure& failure) {
+  const uint32_t all = workers_ * graph_.devices;
   std::vector<std::thread> threads;
-  threads.reserve(workers_);
-  for (uint32_t id = 0; id < workers_; ++id) {
+  threads.reserve(all);
+  for (uint32_t id = 0; id < all; ++id) {
     try {
       threads.emplace_back([this, &traces, &failure, id, steps] {
         try {
@@ -106,7 +124,7 @@ std::vector<std::thread> ThreadedExecutor::start_workers(uint32_t steps, std::ve
       for (std::thread& th : threads) th.join();
       broken_ = true;
       throw Error("threaded executor: cannot start worker thread " + std::to_string(id + 1) + " of " +
-                  std::to_string(workers_) + ": " + e.code().message());
+                  std::to_string(all) + ": " + e.code().message());
     }
   }
   return threads;
@@ -114,9 +132,10 @@ std::vector<std::thread> ThreadedExecutor::start_workers(uint32_t steps, std::ve
 
 void ThreadedExecutor::run_steps(uint32_t steps) {
   if (broken_) throw Error("this executor stopped on an earlier error; make a new one");
-  ticket_.store(0, std::memory_order_relaxed);
+  for (uint32_t d = 0; d < graph_.devices; ++d) tickets_[d].store(0, std::memory_order_relaxed);
   abort_.store(false, std::memory_order_relaxed);
-  std::vector<std::vector<TaskTrace>> traces(workers_);
+  share_step_state();
+  std::vector<std::vector<TaskTrace>> traces(size_t(workers_) * graph_.devices);
   FirstFailure failure;
   for (std::thread& th : start_workers(steps, traces, failure)) th.join();
   if (failure.error) {
@@ -125,6 +144,7 @@ void ThreadedExecutor::run_steps(uint32_t steps) {
     std::rethrow_exception(failure.error);
   }
   steps_done_ += steps;
+  check_devices_agree();
   for (auto& t : traces) trace_.insert(trace_.end(), t.begin(), t.end());
 }
 

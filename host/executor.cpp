@@ -79,6 +79,10 @@ std::span<const uint32_t> Executor::out_tokens() const {
 }
 
 std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt) {
+  if (g.devices > 1 && (opt.kind == ExecutorKind::Cuda || opt.kind == ExecutorKind::Vulkan))
+    throw Error(std::string("the graph is split over ") + std::to_string(g.devices) + " devices, which the " +
+                executor_kind_name(opt.kind) +
+                " executor does not run yet; the CPU executors (sequential, fp64, threaded) simulate them");
   switch (opt.kind) {
     case ExecutorKind::Sequential: return std::make_unique<SequentialExecutor<float>>(g, w);
     case ExecutorKind::SequentialF64: return std::make_unique<SequentialExecutor<double>>(g, w);

@@ -157,7 +157,9 @@ class Executor {
   std::vector<TaskTrace> trace_;
 };
 
-// Throws spindle::Error when the kind is not available in this build or on this machine.
+// Throws spindle::Error when the kind is not available in this build or on this machine, or
+// is a GPU executor and the graph is split over several devices (only the CPU executors
+// simulate those).
 std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt);
 
 }  // namespace spindle

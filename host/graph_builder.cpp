@@ -30,6 +30,18 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   if (chunks > ctx)
     throw Error("attention chunks " + std::to_string(chunks) + " exceed the context's " + std::to_string(ctx) +
                 " positions");
+  if (opt.devices == 0) throw Error("devices must be at least 1");
+  if (opt.devices > 1) {
+    const std::string over = " does not apply over " + std::to_string(opt.devices) + " devices";
+    if (Hkv % opt.devices)
+      throw Error(std::to_string(opt.devices) + " devices: a device holds whole kv heads, and the model's " +
+                  std::to_string(Hkv) + " (num_key_value_heads) do not split evenly over them (a kv head's q heads "
+                  "split over devices is not built)");
+    if (opt.kv_head_waits) throw Error("kv_head_waits, a schedule of one device's stages," + over);
+    if (opt.fused_mlp.pieces > 1) throw Error("the fused MLP (one device's gangs)" + over);
+    if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1)
+      throw Error("an o_proj or down split" + over + ": there each dot is split into a piece a device");
+  }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
   const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : attn_q_splits_for(chunks, c.n_heads, Hkv);
   if (group % q_splits)
@@ -64,7 +76,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   p.rope_theta = c.rope_theta;
   p.max_steps = max_steps;
 
-  g.arenas = {{"state", SP_STATE_FORCED_OFFSET}, {"work", 0}, {"kv", 0}, {"const", 0}, {"recurrent", 0}};
+  g.arenas = {{"state", SP_STATE_FORCED_OFFSET}, {"work", 0}, {"kv", 0}, {"const", 0}, {"recurrent", 0}, {"symmetric", 0}};
   for (const HostArena& a : w.arenas) g.arenas.push_back({"weights:" + a.name, a.bytes});
 
   g.io.forced_tokens = e.add_view("forced_tokens", SP_ARENA_STATE, SP_U32, SP_STATE_FORCED_OFFSET, 1, max_steps);
@@ -97,14 +109,17 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                {lm, views.hidden, final_norm, g.io.logits, SP_NO_VIEW, flags, argmax, 0u});
   });
 
-  Stage s_sample = e.begin_stage("sample");
+  // Over several devices the samplers' signals reach every device, so that no device starts a
+  // step before every device has ended the last: then no device writes an exchange's partials
+  // (host/graph_emitter.h row_parallel) while another still reads them a step behind.
+  Stage s_sample = e.begin_stage("sample", opt.devices > 1);
   e.add_task(s_sample, s_lm, SP_WAIT_SAME_STEP, SP_OP_SAMPLE, kLayerNone, 0, 1,
              {g.io.logits, argmax, uint32_t(slots), g.io.forced_tokens, g.io.out_tokens});
 
   g.tasks[sample_counter_slot].wait_counter = s_sample.counter;
   g.tasks[sample_counter_slot].wait_count = s_sample.tasks;
   // Executors bind every arena: none is empty.
-  for (uint32_t a : {SP_ARENA_KV, SP_ARENA_RECURRENT}) g.arenas[a].bytes = std::max<uint64_t>(g.arenas[a].bytes, kAlign);
+  for (uint32_t a : {SP_ARENA_KV, SP_ARENA_RECURRENT, SP_ARENA_SYMMETRIC}) g.arenas[a].bytes = std::max<uint64_t>(g.arenas[a].bytes, kAlign);
   validate(g);
   return std::move(g);
 }

@@ -41,6 +41,14 @@ struct BuildOptions {
   // shared over that many tasks, which the CUDA persistent kernel runs at once; 1 = a task
   // holds whole heads. A schedule, not numerics. 0 = gdn_gang_for.
   uint32_t gdn_gang = 0;
+  // Devices the step is split over (docs/multi-device.md): each device computes its kv heads'
+  // q, k, v and attention and its share of every dense MLP's rows, and o_proj and down are
+  // row-parallel, each dot split into a piece a device (PIECE_DOTS) summed on every device
+  // (PIECE_SUM): the bits of the one-device graph with o_proj_split = down_split = {devices,
+  // devices}. The other stages (embedding, GDN, routed and shared experts, LM head, sampler) run
+  // whole on every device. The devices must divide the kv heads; excludes kv_head_waits,
+  // fused_mlp and the o_proj and down splits.
+  uint32_t devices = 1;
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one

@@ -62,7 +62,7 @@ struct Stage {
 
 class GraphEmitter {
  public:
-  GraphEmitter(const ModelWeights& w, const BuildOptions& opt) : w_(w), opt_(opt) {}
+  GraphEmitter(const ModelWeights& w, const BuildOptions& opt) : w_(w), opt_(opt) { g_.devices = opt.devices; }
 
   Graph& graph() { return g_; }
   const ModelWeights& weights() const { return w_; }
@@ -127,10 +127,15 @@ class GraphEmitter {
     return add_view(name, SP_ARENA_WEIGHTS0 + t.arena, SP_BF16, t.offset, rows, shape.back());
   }
 
-  Stage begin_stage(const std::string& name) {
+  // A stage; `broadcast`: its signals reach every device (graph.h broadcast_counters).
+  Stage begin_stage(const std::string& name, bool broadcast = false) {
     g_.counter_names.push_back(name);
-    return Stage{uint32_t(g_.counter_names.size() - 1), 0};
+    const uint32_t id = uint32_t(g_.counter_names.size() - 1);
+    if (broadcast) g_.broadcast_counters.push_back(id);
+    return Stage{id, 0};
   }
+  // The device the tasks added next run on (Graph::kEveryDevice: all of them, the default).
+  void on_device(uint32_t d) { device_ = d; }
   // Refuses the `n` tasks `stage` is about to add when they would take the graph past kMaxTasks,
   // before they are allocated.
   void reserve_tasks(uint64_t n, const Stage& stage) const {
@@ -155,7 +160,13 @@ class GraphEmitter {
     std::fill(std::begin(t.operand), std::end(t.operand), SP_NO_VIEW);
     std::copy(operands.begin(), operands.end(), t.operand);
     g_.tasks.push_back(t);
-    ++stage.tasks;
+    if (g_.devices > 1) g_.task_device.push_back(device_);
+    // Stage::tasks counts the signals each device sees: every signal of a broadcast stage, a
+    // task of every device once for each; of a local stage, one device's (validate() checks
+    // that each device sees as many, so device 0's tasks count them).
+    const bool every = device_ == Graph::kEveryDevice;
+    if (g_.is_broadcast(stage.counter)) stage.tasks += every ? g_.devices : 1;
+    else if (every || device_ == 0) ++stage.tasks;
   }
   // Splits [begin, end) into tasks of `per` tiles for `stage`, counting in 64 bits so that a
   // `per` near 2^32 cannot wrap the next tile index.
@@ -201,6 +212,37 @@ class GraphEmitter {
                   problem + " (" + std::to_string(K) + " columns)");
   }
 
+  // A row-parallel projection over the graph's devices (docs/multi-device.md): device d's
+  // PIECE_DOTS tasks over W's columns [d K/N, (d+1) K/N) and x's, into partial row d of a
+  // symmetric partials view, signalling every device; then every device's PIECE_SUM tasks
+  // summing the N rows into out = r(res + r(y)): the bits of a GEMV split {N, N}. Returns the
+  // sums' stage.
+  Stage row_parallel(const std::string& name, const Stage& prev, uint32_t layer, uint32_t W, uint32_t x,
+                     uint32_t out, uint32_t residual) {
+    const uint32_t N = g_.devices, rows = g_.views[W].rows, P = g_.views[W].cols / N;
+    // Each exchange its own partials: a device's next write of them is a step later, after every
+    // device ended the step (build_graph's samplers signal every device), so after every device
+    // read them.
+    const uint32_t partials = alloc(name + ".partials", SP_ARENA_SYMMETRIC, SP_F32, N, rows), per = rows_per_task(rows);
+    Stage dots = begin_stage(name, true);
+    for (uint32_t d = 0; d < N; ++d) {
+      on_device(d);
+      const std::string piece = ".d" + std::to_string(d);
+      const uint32_t w_d = columns(W, g_.view_names[W] + piece, uint64_t(d) * P, P);
+      const uint32_t x_d = slice(x, g_.view_names[x] + piece, uint64_t(d) * P, P);
+      split(dots, 0, rows, per, [&](uint32_t r0, uint32_t r1) {
+        add_task(dots, prev, SP_WAIT_SAME_STEP, SP_OP_PIECE_DOTS, layer, r0, r1, {w_d, x_d, partials, d});
+      });
+    }
+    on_device(Graph::kEveryDevice);
+    Stage sums = begin_stage(name + ".sum");
+    split(sums, 0, rows, per, [&](uint32_t r0, uint32_t r1) {
+      add_task(sums, dots, SP_WAIT_SAME_STEP, SP_OP_PIECE_SUM, layer, r0, r1,
+               {partials, out, residual, gemv_split_word(N, N)});
+    });
+    return sums;
+  }
+
   // A new op parameter record (tasks/op_params.h), by index.
   template <class Record>
   uint32_t add_params(const Record& r) {
@@ -215,6 +257,7 @@ class GraphEmitter {
   const ModelWeights& w_;
   const BuildOptions& opt_;
   Graph g_;
+  uint32_t device_ = Graph::kEveryDevice;
 };
 
 }  // namespace spindle

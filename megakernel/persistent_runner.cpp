@@ -117,7 +117,7 @@ class PersistentRunner final : public Runner {
     tables.staged = staged_.as<const StagedTask>();
     if (opt.schedule == ScheduleKind::Static) {
       std::vector<uint32_t> begin{0}, tasks;
-      for (const std::vector<uint32_t>& list : static_lists(g, blocks_)) {
+      for (const std::vector<uint32_t>& list : static_lists(device_tasks(g, 0), blocks_)) {
         for (size_t i = 0; i < list.size(); ++i) {
           const SpTask& t = g.tasks[list[i]];
           const bool same = i + 1 < list.size() && g.tasks[list[i + 1]].signal_counter == t.signal_counter &&

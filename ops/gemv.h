@@ -50,24 +50,38 @@ inline Acc split_row_dot(const bf16* w_row, const Acc* n, uint32_t K, GemvSplit 
   return split_sum<Acc>(s, [&](uint32_t j) { return row_dot(w_row + j * P, n + j * P, P); });
 }
 
-// Piece `p.index` of a split GEMV (opcodes.h SP_OP_GEMV_PIECE) over rows [r0, r1): W and x
-// are the piece's columns and slice (P of them), its dots go to partial row p.index (f32: exact
-// where Acc is float, rounded where it is double), and the last piece of these rows to arrive
-// sums the pieces' rows (split_sum) into out: r(res + r(y)) with a residual (it may alias out),
-// else r(y).
+// A piece's dots over rows [r0, r1) (opcodes.h SP_OP_PIECE_DOTS): W and x are the piece's
+// columns and slice (P of them); each row's dot goes to partial_row[r], f32: exact where Acc is
+// float, rounded where it is double.
+template <class Acc>
+void piece_dot_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t P, uint32_t r0, uint32_t r1,
+                    float* partial_row) {
+  const std::vector<Acc> n = projection_input<Acc>(x, P, NormSpec{});
+  for (uint32_t r = r0; r < r1; ++r) partial_row[r] = float(row_dot(W + r * row_stride, n.data(), P));
+}
+
+// The pieces' partial rows over rows [r0, r1) summed as split_row_dot sums them (opcodes.h
+// SP_OP_PIECE_SUM): out[r] = r(res + r(y)) with a residual (it may alias out), else r(y).
+template <class Acc>
+void piece_sum_rows(const float* partials, size_t partial_stride, GemvSplit split, uint32_t r0, uint32_t r1,
+                    bf16* out, const bf16* residual) {
+  for (uint32_t r = r0; r < r1; ++r) {
+    bf16 y = to_bf16(split_sum<Acc>(split, [&](uint32_t j) { return Acc(partials[j * partial_stride + r]); }));
+    if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
+    out[r] = y;
+  }
+}
+
+// Piece `p.index` of a split GEMV (opcodes.h SP_OP_GEMV_PIECE) over rows [r0, r1): its dots
+// into partial row p.index (piece_dot_rows), and the last piece of these rows to arrive sums
+// the pieces' rows into out (piece_sum_rows).
 template <class Acc>
 void gemv_piece_rows(const bf16* W, size_t row_stride, const bf16* x, uint32_t P, uint32_t r0, uint32_t r1,
                      float* partials, size_t partial_stride, const GemvPiece& p, uint32_t& arrivals, bf16* out,
                      const bf16* residual) {
-  const std::vector<Acc> n = projection_input<Acc>(x, P, NormSpec{});
-  float* mine = partials + p.index * partial_stride;
-  for (uint32_t r = r0; r < r1; ++r) mine[r] = float(row_dot(W + r * row_stride, n.data(), P));
+  piece_dot_rows<Acc>(W, row_stride, x, P, r0, r1, partials + p.index * partial_stride);
   if (!arrive_last(arrivals, p.split.pieces)) return;
-  for (uint32_t r = r0; r < r1; ++r) {
-    bf16 y = to_bf16(split_sum<Acc>(p.split, [&](uint32_t j) { return Acc(partials[j * partial_stride + r]); }));
-    if (residual) y = to_bf16(widen<Acc>(residual[r]) + widen<Acc>(y));
-    out[r] = y;
-  }
+  piece_sum_rows<Acc>(partials, partial_stride, p.split, r0, r1, out, residual);
 }
 
 // r( r(silu(g)) · u ), g and u already rounded.

@@ -91,6 +91,19 @@ void run_gemv_piece(const SpTask& t, const TileContext& c) {
 }
 
 template <class Acc>
+void run_piece_dots(const SpTask& t, const TileContext& c) {
+  const SpView &W = operand_view(t, c, 0), &partials = operand_view(t, c, 2);
+  piece_dot_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, operand_data<const bf16>(t, c, 1), W.cols,
+                      t.tile_begin, t.tile_end, operand_data<float>(t, c, 2) + size_t(t.operand[3]) * partials.row_stride);
+}
+
+template <class Acc>
+void run_piece_sum(const SpTask& t, const TileContext& c) {
+  piece_sum_rows<Acc>(operand_data<const float>(t, c, 0), operand_view(t, c, 0).row_stride, gemv_split(t.operand[3]),
+                      t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 1), operand_data<const bf16>(t, c, 2));
+}
+
+template <class Acc>
 void run_gate_up(const SpTask& t, const TileContext& c) {
   const SpView& Wg = operand_view(t, c, 0);
   const NormSpec norm{operand_data<const bf16>(t, c, 3), c.params->norm_kind, c.params->rms_eps};

@@ -1,5 +1,6 @@
 #include "tasks/graph.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -140,23 +141,41 @@ void check_gang(const Graph& g, size_t i) {
          ", is not rank " + std::to_string(r - 1) + "'s record with the next tiles of the same length");
 }
 
-// Each wait must expect exactly the signals its counter receives per step, and a same-step
-// wait must follow every signaller, or a worker taking tasks in order could wait forever.
-void check_counters(const Graph& g) {
-  std::vector<uint32_t> signallers(g.num_counters(), 0);
-  std::vector<size_t> last_signaller(g.num_counters(), 0);
+// The signals of counter c that device d sees a step: its own tasks' (all tasks' on one
+// device), and for a broadcast counter every device's, a task of every device's once for each.
+std::vector<std::vector<uint32_t>> signals_seen(const Graph& g) {
+  std::vector<std::vector<uint32_t>> seen(g.devices, std::vector<uint32_t>(g.num_counters(), 0));
   for (size_t i = 0; i < g.tasks.size(); ++i) {
-    ++signallers[g.tasks[i].signal_counter];
-    last_signaller[g.tasks[i].signal_counter] = i;
+    const uint32_t c = g.tasks[i].signal_counter;
+    for (uint32_t runner = 0; runner < g.devices; ++runner) {
+      if (!g.runs_on(i, runner)) continue;
+      if (g.is_broadcast(c))
+        for (uint32_t d = 0; d < g.devices; ++d) ++seen[d][c];
+      else
+        ++seen[runner][c];
+    }
   }
+  return seen;
+}
+
+// Each wait must expect exactly the signals its counter receives per step on each device that
+// runs the waiter, and a same-step wait must follow every signaller, or a worker taking tasks
+// in order could wait forever.
+void check_counters(const Graph& g) {
+  const std::vector<std::vector<uint32_t>> seen = signals_seen(g);
+  std::vector<size_t> last_signaller(g.num_counters(), 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) last_signaller[g.tasks[i].signal_counter] = i;
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const SpTask& t = g.tasks[i];
     if (t.wait_counter == SP_NO_COUNTER) continue;
     const uint32_t c = t.wait_counter;
-    if (t.wait_count == 0 || t.wait_count != signallers[c])
-      fail(task_label(g, i) + " waits for " + std::to_string(t.wait_count) + " signals of " +
-           counter_label(g, c) + ", but " + std::to_string(signallers[c]) +
-           " tasks signal it");
+    for (uint32_t d = 0; d < g.devices; ++d) {
+      if (!g.runs_on(i, d)) continue;
+      if (t.wait_count == 0 || t.wait_count != seen[d][c])
+        fail(task_label(g, i) + " waits for " + std::to_string(t.wait_count) + " signals of " + counter_label(g, c) +
+             ", but " + std::to_string(seen[d][c]) + " tasks signal it" +
+             (g.devices > 1 ? " on device " + std::to_string(d) : std::string()));
+    }
     if (t.wait_mode == SP_WAIT_SAME_STEP && last_signaller[c] >= i)
       fail(task_label(g, i) + " waits in the same step on " + counter_label(g, c) +
            ", which " + task_label(g, last_signaller[c]) + " signals at or after it");
@@ -195,7 +214,52 @@ void check_piece_words(const Graph& g) {
              std::to_string(w.count.size()) + " pieces must count as often as the others");
 }
 
+// A graph over several devices: a device (or every device) for each task, gangs whole on one
+// device, broadcast counters that exist, and the symmetric arena written only by tasks that
+// tell every device (a broadcast signal) and run on one device (a task of every device would
+// write each row N times).
+void check_devices(const Graph& g) {
+  if (g.devices == 0) fail("0 devices");
+  if (g.devices == 1) {
+    if (!g.task_device.empty() || !g.broadcast_counters.empty())
+      fail("one device, but " + std::to_string(g.task_device.size()) + " task devices and " +
+           std::to_string(g.broadcast_counters.size()) + " broadcast counters (a graph of one device has neither)");
+    return;
+  }
+  if (g.task_device.size() != g.tasks.size())
+    fail(std::to_string(g.tasks.size()) + " tasks but " + std::to_string(g.task_device.size()) + " task devices");
+  for (size_t k = 0; k < g.broadcast_counters.size(); ++k) {
+    const uint32_t c = g.broadcast_counters[k];
+    if (c >= g.num_counters())
+      fail("broadcast counter " + std::to_string(c) + ", but the graph has " + std::to_string(g.num_counters()) +
+           " counters");
+    if (k > 0 && c <= g.broadcast_counters[k - 1]) fail("the broadcast counters are not in ascending order");
+  }
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    const uint32_t d = g.task_device[i];
+    if (d != Graph::kEveryDevice && d >= g.devices)
+      fail(task_label(g, i) + " runs on device " + std::to_string(d) + ", but the graph has " +
+           std::to_string(g.devices) + " devices");
+    if (t.gang_rank > 0 && g.task_device[i - 1] != d)
+      fail(task_label(g, i) + " is in a gang whose members run on other devices");
+    for_each_view_operand(t, [&](uint32_t k, uint32_t v) {
+      if (!opcode_operands(t.op).operand[k].written || g.views[v].arena != SP_ARENA_SYMMETRIC) return;
+      if (d == Graph::kEveryDevice)
+        fail(task_label(g, i) + " runs on every device and writes " + view_label(g, v) +
+             " in the symmetric arena, which every device would write");
+      if (!g.is_broadcast(t.signal_counter))
+        fail(task_label(g, i) + " writes " + view_label(g, v) + " in the symmetric arena but signals " +
+             counter_label(g, t.signal_counter) + ", which is not broadcast: the other devices cannot wait for it");
+    });
+  }
+}
+
 }  // namespace
+
+bool Graph::is_broadcast(uint32_t counter) const {
+  return std::binary_search(broadcast_counters.begin(), broadcast_counters.end(), counter);
+}
 
 void validate(const Graph& g) {
   check_views(g);
@@ -204,6 +268,7 @@ void validate(const Graph& g) {
   for (size_t i = 0; i < g.tasks.size(); ++i) check_task(g, i);
   for (size_t i = 0; i < g.tasks.size(); ++i) check_gang(g, i);
   check_piece_words(g);
+  check_devices(g);
   check_counters(g);
 }
 

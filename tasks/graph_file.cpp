@@ -115,7 +115,10 @@ json metadata_to_json(const Graph& g) {
           {"view_names", g.view_names},
           {"counter_names", g.counter_names},
           {"op_params", op_params_to_json(g.op_params)},
-          {"io", io_to_json(g.io, view_id_or_null)}};
+          {"io", io_to_json(g.io, view_id_or_null)},
+          {"devices", g.devices},
+          {"task_device", g.task_device},
+          {"broadcast_counters", g.broadcast_counters}};
 }
 
 void metadata_from_json(const json& j, Graph& g) {
@@ -136,6 +139,9 @@ void metadata_from_json(const json& j, Graph& g) {
   g.io.logits = view_id_from_json(io.at("logits"));
   g.io.forced_tokens = view_id_from_json(io.at("forced_tokens"));
   g.io.out_tokens = view_id_from_json(io.at("out_tokens"));
+  g.devices = get_u32(j, "devices");
+  g.task_device = j.at("task_device").get<std::vector<uint32_t>>();
+  g.broadcast_counters = j.at("broadcast_counters").get<std::vector<uint32_t>>();
 }
 
 std::string read_file(const std::filesystem::path& path) {
@@ -178,6 +184,7 @@ json task_to_json(const Graph& g, size_t i) {
           {"wait", wait},
           {"signal", g.counter_names[t.signal_counter]},
           {"gang", sp_gang_width(t) > 1 ? json{{"width", sp_gang_width(t)}, {"rank", t.gang_rank}} : json(nullptr)},
+          {"device", g.devices == 1 || g.task_device[i] == Graph::kEveryDevice ? json(nullptr) : json(g.task_device[i])},
           {"operands", operands}};
 }
 
@@ -265,11 +272,12 @@ json graph_to_json(const Graph& g) {
   for (uint32_t v = 0; v < g.views.size(); ++v) views.push_back(view_to_json(g, v));
   json counters = json::array();
   for (uint32_t c = 0; c < g.num_counters(); ++c)
-    counters.push_back({{"id", c}, {"name", g.counter_names[c]}});
+    counters.push_back({{"id", c}, {"name", g.counter_names[c]}, {"broadcast", g.is_broadcast(c)}});
   json tasks = json::array();
   for (size_t i = 0; i < g.tasks.size(); ++i) tasks.push_back(task_to_json(g, i));
   return {{"model", g.model},
           {"version", Graph::kVersion},
+          {"devices", g.devices},
           {"params", params_to_json(g.params)},
           {"arenas", arenas_to_json(g.arenas)},
           {"counters", counters},

@@ -131,6 +131,24 @@ void check_gemv_piece(const Graph& g, const SpTask& t, const OperandCheck& o) {
                       str(t.operand[6] & 0xFFFFu) + ")"));
 }
 
+void check_piece_dots(const Graph&, const SpTask& t, const OperandCheck& o) {
+  o.row_length(0);
+  const uint32_t P = o.view(0).cols, j = t.operand[3];
+  if (P % 8u) refuse("the piece has " + str(P) + " columns, not whole octets (a multiple of 8), as a split's pieces are");
+  o.matrix(0, SP_BF16, t.tile_end, P, "rows the tiles compute");
+  o.array(1, {SP_BF16}, P, "elements of the piece's input");
+  o.matrix(2, SP_F32, uint64_t(j) + 1, t.tile_end, "partial rows up to the piece's, as wide as the rows");
+}
+
+void check_piece_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const GemvSplit s = gemv_split(t.operand[3]);
+  if (s.pieces < 2) refuse("operand 3 'split' has fewer than 2 pieces: there is nothing to sum");
+  if (s.pieces % s.group) refuse("operand 3 'split': its groups do not divide its pieces");
+  o.matrix(0, SP_F32, s.pieces, t.tile_end, "partial rows of every piece, as wide as the rows");
+  o.array(1, {SP_BF16}, t.tile_end, "rows the tiles write");
+  if (o.present(2)) o.array(2, {SP_BF16}, t.tile_end, "residual rows the tiles read");
+}
+
 // Experts at most a layer: more than any released model's (512), and few enough that the
 // router's softmax and top k fit one tile's shared memory on every executor.
 constexpr uint32_t kMaxExperts = 4096;
@@ -278,6 +296,11 @@ const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::Vi
 const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                            {K::View, "hidden", true}, {K::Params, "params"}}},
                          check_expert_down, expert_down_bytes, expert_down_input};
+const OpDecl kPieceDots{{{{K::View, "W"}, {K::View, "x"}, {K::View, "partials", true}, {K::Immediate, "piece"}}},
+                        check_piece_dots, nullptr, none};
+const OpDecl kPieceSum{{{{K::View, "partials"}, {K::View, "out", true}, {K::OptionalView, "residual"},
+                         {K::Split, "split"}}},
+                       check_piece_sum, nullptr, none};
 
 }  // namespace
 
@@ -296,6 +319,8 @@ const OpDecl* op_decl(uint32_t op) {
     case SP_OP_GATED_ATTENTION: return &kGatedAttention;
     case SP_OP_GDN: return &kGdn;
     case SP_OP_EXPERT_DOWN_SHARED: return &kExpertDownShared;
+    case SP_OP_PIECE_DOTS: return &kPieceDots;
+    case SP_OP_PIECE_SUM: return &kPieceSum;
     default: return nullptr;
   }
 }

@@ -41,7 +41,9 @@
   X(EXPERT_DOWN, expert_down, 10, SP_ON_ALL_BUT_PLAIN_WITH_MOE)        \
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
-  X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)
+  X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
+  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU)                            \
+  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -159,7 +161,22 @@ enum SpOpcode : uint32_t {
   //   0-4 as EXPERT_DOWN's   5 shared Wd [H, Is] bf16   6 shared act [Is] bf16
   //   7 shared gate logit [1] bf16
   SP_OP_EXPERT_DOWN_SHARED = 13,
-  SP_OP_COUNT_ = 14  // one past the largest opcode
+  // The two halves of GEMV_PIECE as tasks of their own, for a row-parallel projection split
+  // over devices (docs/multi-device.md): device j computes piece j's dots into partial row j of
+  // the symmetric arena, and every device sums the pieces' rows. CPU tiles only, until a
+  // persistent kernel runs several devices. PIECE_DOTS: piece j of a GEMV split into S pieces
+  // (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
+  // columns, as f32, into partial row j. Tiles: output rows.
+  //   0 W [rows, K/S] bf16 (row stride K)   1 x [K/S] bf16   2 partials [S, rows] f32
+  //   3 imm the piece j
+  SP_OP_PIECE_DOTS = 14,
+  // The pieces' partial rows summed as split_row_dot sums them (ops/gemv.h split_sum), for
+  // rows [tile_begin, tile_end): out = r(res + r(y)), or r(y): bit for bit the split GEMV's rows
+  // (with PIECE_DOTS' pieces). Tiles: output rows.
+  //   0 partials [S, rows] f32   1 out [rows] bf16   2 residual [rows] bf16 or SP_NO_VIEW: may
+  //   alias out   3 imm split, as GEMV's (S >= 2)
+  SP_OP_PIECE_SUM = 15,
+  SP_OP_COUNT_ = 16  // one past the largest opcode
 };
 
 #define SP_OP_VALUE_CHECK_(NAME, name, value, executors) static_assert(SP_OP_##NAME == value, #NAME);

@@ -15,7 +15,10 @@ enum SpArena : uint32_t {
   SP_ARENA_CONST = 3,     // tables derived from the config (RoPE cos/sin)
   SP_ARENA_RECURRENT = 4, // per-sequence recurrent state (GDN conv and delta-rule states, f32),
                           // read and written every token, zeroed for a new sequence
-  SP_ARENA_WEIGHTS0 = 5,
+  SP_ARENA_SYMMETRIC = 5, // in a graph split over several devices (graph.h devices), the views
+                          // every device holds at the same offset and every device's tasks
+                          // write into all of them: the exchange (docs/multi-device.md)
+  SP_ARENA_WEIGHTS0 = 6,
 };
 #define SP_MAX_ARENAS 64u
 

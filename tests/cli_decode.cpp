@@ -90,3 +90,23 @@ TEST_CASE("the md5 is that of the tokens it reports") {
   CHECK(j.at("md5") == spindle::token_md5(tokens));
   CHECK(!j.contains("match"));
 }
+
+TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike; bench and the GPU executors refuse it") {
+  const std::string model = "--model synthetic:tiny-qwen3.5 --max-new-tokens 6 --json ";
+  const CliResult one = run_cli("run " + model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2");
+  const CliResult two = run_cli("run " + model + "-e threaded --workers 2 --devices 2");
+  CAPTURE(two.err);
+  REQUIRE(one.status == 0);
+  REQUIRE(two.status == 0);
+  CHECK(json::parse(two.out).at("tokens") == json::parse(one.out).at("tokens"));
+  CHECK(two.err_has("executor threaded (2 workers on each of 2 devices, ticket)"));
+  const CliResult vulkan = run_cli("run " + model + "-e vulkan --devices 2");
+  CHECK(vulkan.status != 0);
+  CHECK(vulkan.err_has("the graph is split over 2 devices, which the vulkan executor does not run yet"));
+  const CliResult bench = run_cli("bench --model synthetic:tiny -e threaded --devices 2 --tokens 2");
+  CHECK(bench.status != 0);
+  CHECK(bench.err_has("bench: the graph is split over 2 devices; a floor over several devices needs"));
+  const CliResult three = run_cli("run --model synthetic:tiny -e threaded --devices 3");
+  CHECK(three.status != 0);
+  CHECK(three.err_has("3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads)"));
+}

@@ -174,6 +174,36 @@ TEST_CASE_TEMPLATE("gemv_piece_rows: the pieces, finishing in any order, give th
   }
 }
 
+// PIECE_DOTS and PIECE_SUM (a row-parallel projection over devices): the pieces' dots computed
+// apart, in any order, into their partial rows, then summed by another call, give the split
+// GEMV's rows (float: the CPU executors that run several devices; gemv_piece_rows' test covers
+// double's rounding of the partials, which these functions make for it).
+TEST_CASE("piece_dot_rows then piece_sum_rows: pieces computed apart and summed once give the split GEMV's rows") {
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(3700 + seed);
+    const uint32_t pieces = random_in(rng, 2, 8), P = 8 * random_in(rng, 1, 30), K = pieces * P;
+    const uint32_t rows = random_in(rng, 1, 150), stride = K + 8 * random_in(rng, 0, 3);
+    const uint32_t r0 = random_in(rng, 0, rows - 1), r1 = random_in(rng, r0 + 1, rows);
+    const GemvSplit split{pieces, seed % 2 ? pieces : 1};
+    const std::vector<bf16> W = random_bf16(rng, size_t(rows) * stride, 1.0 / std::sqrt(double(K)));
+    const std::vector<bf16> x = random_bf16(rng, K, 1.0), res = random_bf16(rng, rows, 2.0);
+    const bool with_residual = seed % 3 != 0;
+    CAPTURE(seed);
+    std::vector<bf16> expect = res;
+    gemv_rows<float>(W.data(), stride, x.data(), K, NormSpec{}, r0, r1, expect.data(),
+                     with_residual ? expect.data() : nullptr, nullptr, split);
+    std::vector<uint32_t> order(pieces);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<float> partials(size_t(pieces) * rows, std::nanf(""));
+    for (uint32_t j : order)
+      piece_dot_rows<float>(W.data() + j * P, stride, x.data() + j * P, P, r0, r1, partials.data() + size_t(j) * rows);
+    std::vector<bf16> got = res;
+    piece_sum_rows<float>(partials.data(), rows, split, r0, r1, got.data(), with_residual ? got.data() : nullptr);
+    CHECK(std::memcmp(got.data(), expect.data(), rows * sizeof(bf16)) == 0);
+  }
+}
+
 TEST_CASE("split_row_dot: pieces from their own first column, summed in groups, then the groups") {
   std::mt19937 rng(77);
   const uint32_t K = 4 * 264;  // 4 pieces of 264: each longer than one 256-element block

@@ -48,6 +48,7 @@ inline Graph small_graph() {
               {"kv", 0},
               {"const", 0},
               {"recurrent", 0},
+              {"symmetric", 0},
               {"weights0", 2 * V * H * 2}};
   g.views.resize(kViewCount);
   g.view_names.resize(kViewCount);

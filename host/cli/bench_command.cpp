@@ -110,6 +110,10 @@ void bench(const BenchFlags& f) {
   const bool cuda = base.kind == ExecutorKind::Cuda;
   const std::vector<std::string> modes = cuda ? asked : std::vector<std::string>{executor_kind_name(base.kind)};
   const Graph& g = session->graph;
+  if (g.devices > 1)
+    throw Error("bench: the graph is split over " + std::to_string(g.devices) +
+                " devices; a floor over several devices needs each device's copy ceiling, and only the CPU executors "
+                "run several devices yet, simulating them (run and gate check their bits; docs/multi-device.md)");
 
   const Ceiling ceiling = measure_ceiling(base, f.copy_gib);
 

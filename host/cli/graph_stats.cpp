@@ -151,7 +151,8 @@ TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position) {
   switch (t.op) {
     case SP_OP_EMBED: return {tiles * sp_dtype_bytes(view(0).dtype), 0};  // the token's row, its columns
     case SP_OP_GEMV: return {tiles * row_bytes(view(0)) + vector(2), 0};
-    case SP_OP_GEMV_PIECE: return {tiles * row_bytes(view(0)), 0};
+    case SP_OP_GEMV_PIECE:
+    case SP_OP_PIECE_DOTS: return {tiles * row_bytes(view(0)), 0};
     case SP_OP_GATE_UP: return {tiles * (row_bytes(view(0)) + row_bytes(view(1))) + vector(3), 0};
     case SP_OP_ROUTER: return {tiles * row_bytes(view(0)) + vector(2), 0};
     case SP_OP_MLP:  // its gate and up rows, down's columns of them, the norm
@@ -164,8 +165,18 @@ TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position) {
     case SP_OP_ATTENTION:
     case SP_OP_GATED_ATTENTION: return attention_bytes(g, t, position);
     case SP_OP_GDN: return gdn_bytes(g, t);
-    default: return {};  // SAMPLE: logits and step state
+    default: return {};  // SAMPLE: logits and step state; PIECE_SUM: partials
   }
+}
+
+std::vector<uint64_t> device_bytes(const Graph& g, uint32_t position) {
+  std::vector<uint64_t> bytes(g.devices, 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const TaskBytes b = task_bytes(g, g.tasks[i], position);
+    for (uint32_t d = 0; d < g.devices; ++d)
+      if (g.runs_on(i, d)) bytes[d] += b.read + b.written;
+  }
+  return bytes;
 }
 
 }  // namespace spindle::cli

@@ -2,6 +2,7 @@
 // from the config.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tasks/graph.h"
 
@@ -38,5 +39,9 @@ struct TaskBytes {
   uint64_t read = 0, written = 0;
 };
 TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position);
+
+// What each device's tasks move at `position` (task_bytes read and written, summed over the tasks
+// it runs): one entry a device.
+std::vector<uint64_t> device_bytes(const Graph& g, uint32_t position);
 
 }  // namespace spindle::cli

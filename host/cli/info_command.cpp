@@ -22,6 +22,7 @@ struct InfoFlags {
   std::string model;
   uint32_t context = 0;
   TuneSettings tune;  // the tiling knobs (the graph's task count)
+  uint32_t devices = BuildOptions{}.devices;
   bool json = false;
 };
 
@@ -65,12 +66,14 @@ void info(const InfoFlags& f) {
   BuildOptions build;
   apply_tune(f.tune, &build, nullptr);
   build.context = f.context;
+  build.devices = f.devices;
   const auto s = open_session(f.model, build);
   const ModelConfig& c = s->weights.config;
   const Graph& g = s->graph;
   const uint64_t params = parameter_count(s->weights), weight_bytes = s->weights.total_bytes();
   const uint64_t per_token = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
   const uint64_t recurrent = recurrent_state_bytes(g);
+  const std::vector<uint64_t> by_device = device_bytes(g, 1);
   std::string no_vulkan;
   const nlohmann::json devices = vulkan_devices(no_vulkan);
   if (f.json) {
@@ -88,6 +91,8 @@ void info(const InfoFlags& f) {
                 {"bytes_read_per_token", per_token},
                 {"kv_bytes_per_position", kv},
                 {"recurrent_state_bytes", recurrent},
+                {"devices", g.devices},
+                {"device_bytes_at_position_1", by_device},
                 {"context", g.params.context},
                 {"tasks", g.tasks.size()},
                 {"counters", g.num_counters()},
@@ -114,6 +119,9 @@ void info(const InfoFlags& f) {
   if (recurrent)
     std::printf("recurrent state        %llu (%s), read and written every token\n", (unsigned long long)recurrent,
                 si(recurrent, "B").c_str());
+  for (uint32_t d = 0; d < g.devices && g.devices > 1; ++d)
+    std::printf("device %-15u %llu (%s) moved by its tasks at position 1\n", d, (unsigned long long)by_device[d],
+                si(by_device[d], "B").c_str());
   std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",
               g.tasks.size(), g.num_counters(), g.views.size(), g.params.context);
   if (devices.empty()) std::printf("vulkan devices         none: %s\n", no_vulkan.c_str());
@@ -133,6 +141,7 @@ void add_info_command(CLI::App& app) {
   add_model_option(*cmd, f->model);
   add_context_option(*cmd, f->context, "the model's max_position_embeddings");
   add_tune_option(*cmd, f->tune, true, false);
+  add_devices_option(*cmd, f->devices);
   cmd->add_flag("--json", f->json, "print as JSON");
   cmd->callback([f] { info(*f); });
 }

@@ -126,6 +126,15 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "vulkan only: the device's index as `spindle info` lists them; -1 = the first usable "
                  "discrete GPU, else integrated, else the CPU")
       ->capture_default_str();
+  add_devices_option(cmd, flags.devices);
+}
+
+CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices) {
+  return add_ranged_option(cmd, "--devices", devices,
+                           "devices the step is split over (docs/multi-device.md): each runs its kv heads' attention "
+                           "and its share of the dense MLP rows, and o_proj's and down's pieces are exchanged; above 1 "
+                           "only the CPU executors run it, simulating the devices (threaded: --workers threads each)",
+                           1, 65535);
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {

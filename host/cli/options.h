@@ -55,9 +55,13 @@ struct ExecutorFlags {
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
   int32_t device = ExecutorOptions{}.device;
+  uint32_t devices = BuildOptions{}.devices;  // BuildOptions::devices, applied by open_profiled_session
 };
 
-// --profile, --tune, --executor, --workers, --schedule, --watchdog-ms, --device.
+// --devices: BuildOptions::devices.
+CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices);
+
+// --profile, --tune, --executor, --workers, --schedule, --watchdog-ms, --device, --devices.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
 // With --tune's executor knobs applied. Throws spindle::Error listing the valid names for an

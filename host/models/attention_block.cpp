@@ -27,6 +27,8 @@ AttentionBlock::AttentionBlock(GraphEmitter& e, const DecoderViews& v)
       narrow(uint64_t(Hq) * chunks, "the attention partials' rows, num_attention_heads (" + std::to_string(Hq) +
                                         ") × attention chunks (" + std::to_string(chunks) + ")");
   e.check_split(opt.o_proj_split, q_rows_, "o_proj");
+  if (opt.devices > 1)
+    e.check_split({opt.devices, opt.devices}, q_rows_, ("o_proj over " + std::to_string(opt.devices) + " devices,").c_str());
 
   qkv_ = e.alloc("qkv", SP_ARENA_WORK, SP_BF16, 1, qkv_rows_);
   q_part_ = e.slice(qkv_, "qkv.q", 0, q_proj_rows_);
@@ -78,16 +80,20 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
   const uint32_t kv_cache = e_.alloc(tag + "kv_cache", SP_ARENA_KV, SP_BF16, kv_cache_rows_, D);
 
   // q, k and v: one stage, or with kv_head_waits one a kv head g holding the rows of g's q
-  // heads (with their gates), k and v, so that g's attention waits for those alone.
+  // heads (with their gates), k and v, so that g's attention waits for those alone. Over N
+  // devices, device d computes the rows of its kv heads, Hkv / N of them.
   std::vector<Stage> s_qkv;
-  const uint32_t heads = opt.kv_head_waits ? Hkv : 1, qd = q_proj_rows_ / heads, kd = Hkv / heads * D;
-  const uint32_t qkv_per = opt.kv_head_waits ? e_.head_rows_per_task(qd, kd, heads) : e_.rows_per_task(qkv_rows_);
-  for (uint32_t g = 0; g < heads; ++g) {
-    Stage st = e_.begin_stage(tag + "qkv" + (opt.kv_head_waits ? ".kv" + std::to_string(g) : ""));
-    e_.gemv(st, prev, l, wq, g * qd, (g + 1) * qd, qkv_per, h, in_norm, q_part_, SP_NO_VIEW);
-    e_.gemv(st, prev, l, wk, g * kd, (g + 1) * kd, qkv_per, h, in_norm, k_part_, SP_NO_VIEW);
-    e_.gemv(st, prev, l, wv, g * kd, (g + 1) * kd, qkv_per, h, in_norm, v_part_, SP_NO_VIEW);
-    s_qkv.push_back(st);
+  const uint32_t N = e_.graph().devices, heads = opt.kv_head_waits ? Hkv : 1;
+  const uint32_t parts = std::max(heads, N);  // build_graph refuses kv_head_waits over devices
+  const uint32_t qd = q_proj_rows_ / parts, kd = kv_rows_ / parts;
+  const uint32_t qkv_per = opt.kv_head_waits ? e_.head_rows_per_task(qd, kd, heads) : e_.rows_per_task(qd + 2 * kd);
+  for (uint32_t g = 0; g < parts; ++g) {
+    if (g == 0 || opt.kv_head_waits)
+      s_qkv.push_back(e_.begin_stage(tag + "qkv" + (opt.kv_head_waits ? ".kv" + std::to_string(g) : "")));
+    if (N > 1) e_.on_device(g);
+    e_.gemv(s_qkv.back(), prev, l, wq, g * qd, (g + 1) * qd, qkv_per, h, in_norm, q_part_, SP_NO_VIEW);
+    e_.gemv(s_qkv.back(), prev, l, wk, g * kd, (g + 1) * kd, qkv_per, h, in_norm, k_part_, SP_NO_VIEW);
+    e_.gemv(s_qkv.back(), prev, l, wv, g * kd, (g + 1) * kd, qkv_per, h, in_norm, v_part_, SP_NO_VIEW);
   }
 
   // One task per (kv head, q-head split, chunk): q/k norms, RoPE, the KV append, attention and
@@ -98,6 +104,7 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
       s_attn.push_back(e_.begin_stage(tag + "attention" + (o_pieces_ ? ".kv" + std::to_string(g) : "")));
       e_.reserve_tasks(o_pieces_ ? kv_head_tiles_ : uint64_t(Hkv) * kv_head_tiles_, s_attn.back());
     }
+    if (N > 1) e_.on_device(g / (Hkv / N));
     // Tiles below Hkv × splits × chunks <= Hq × chunks, the partials' 32-bit rows.
     for (uint32_t t = g * kv_head_tiles_; t < (g + 1) * kv_head_tiles_; ++t)
       e_.add_task(s_attn.back(), s_qkv[opt.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP,
@@ -105,6 +112,8 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
                   {qkv_, qn, kn, kv_cache, v_.rope, partials_, attn_out_, arrivals_});
   }
 
+  e_.on_device(Graph::kEveryDevice);
+  if (N > 1) return e_.row_parallel(tag + "o_proj", s_attn[0], l, wo, attn_out_, h, h);
   // o_proj: rows of whole dots, or pieces a kv head g over g's columns waiting for g's attention.
   Stage s_o = e_.begin_stage(tag + "o_proj");
   if (o_pieces_) {

@@ -11,6 +11,8 @@ DenseMlp::DenseMlp(GraphEmitter& e, const DecoderViews& v, uint32_t intermediate
   const BuildOptions& opt = e.options();
   const uint32_t H = e.weights().config.hidden;
   e.check_split(opt.down_split, I_, "down");
+  if (opt.devices > 1)
+    e.check_split({opt.devices, opt.devices}, I_, ("down over " + std::to_string(opt.devices) + " devices,").c_str());
   e.check_split(opt.fused_mlp, I_, "fused MLP");
   fused_ = gemv_split(gemv_split_word(opt.fused_mlp.pieces, opt.fused_mlp.group));
   if (fused_.pieces > 1 && opt.down_split.pieces > 1)
@@ -53,10 +55,18 @@ Stage DenseMlp::emit(uint32_t l, const Stage& prev) {
     }
     return s_mlp;
   }
+  // Over N devices, device d computes rows [d I/N, (d+1) I/N) of gate and up, and down is
+  // row-parallel over those columns.
+  const uint32_t N = e_.graph().devices, P = I_ / N;
   Stage s_gu = e_.begin_stage(tag + "gate_up");
-  e_.split(s_gu, 0, I_, e_.rows_per_task(I_), [&](uint32_t r0, uint32_t r1) {
-    e_.add_task(s_gu, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act_});
-  });
+  for (uint32_t d = 0; d < N; ++d) {
+    if (N > 1) e_.on_device(d);
+    e_.split(s_gu, d * P, (d + 1) * P, e_.rows_per_task(P), [&](uint32_t r0, uint32_t r1) {
+      e_.add_task(s_gu, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, act_});
+    });
+  }
+  e_.on_device(Graph::kEveryDevice);
+  if (N > 1) return e_.row_parallel(tag + "down", s_gu, l, wd, act_, h, h);
   Stage s_down = e_.begin_stage(tag + "down");
   e_.gemv(s_down, s_gu, l, wd, 0, H, e_.rows_per_task(H), act_, SP_NO_VIEW, h, h, e_.options().down_split);
   return s_down;

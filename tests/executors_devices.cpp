@@ -1,0 +1,218 @@
+// A step split over several devices (docs/multi-device.md), simulated by the CPU executors: for
+// every family, N devices give the bits of the one-device graph whose o_proj and down dots are
+// split N ways; each device runs its own share; a missing exchange shows in the bits; and the
+// graphs and executors that cannot serve the split refuse it, saying why.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "executors_fixture.h"
+#include "hand_built_models.h"
+#include "host/synthetic.h"
+#include "tasks/graph_file.h"
+
+using namespace spindle;
+
+namespace {
+
+const std::vector<uint32_t> kPrompt = {3, 17, 250, 9};
+constexpr uint32_t kNewTokens = 6;
+
+// The tiny preset of a family with 8 q heads over 4 kv heads, so that 2 and 4 devices each
+// hold whole kv heads.
+ModelWeights four_kv_heads(const std::string& preset) {
+  ModelConfig c = synthetic_config(preset);
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  return test::weights_for(preset + "-4kv", c, 256);
+}
+
+BuildOptions over(uint32_t devices) {
+  BuildOptions o;
+  o.context = 32;
+  o.devices = devices;
+  return o;
+}
+
+// The one-device graph with o_proj's and down's dots split into N pieces: what N devices compute.
+Graph one_device_split(const ModelWeights& w, uint32_t devices) {
+  BuildOptions o = over(1);
+  o.o_proj_split = o.down_split = {devices, devices};
+  return build_decode_graph(w, o);
+}
+
+ExecutorOptions threaded(uint32_t workers, ScheduleKind schedule) {
+  ExecutorOptions o;
+  o.kind = ExecutorKind::Threaded;
+  o.workers = workers;
+  o.schedule = schedule;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device split graph's tokens and logits, bit for bit") {
+  for (const std::string preset : {"tiny", "tiny-moe", "tiny-qwen3.5", "tiny-qwen3.5-moe", "tiny-qwen3-next"}) {
+    const ModelWeights w = four_kv_heads(preset);
+    for (uint32_t devices : {2u, 4u}) {
+      CAPTURE(preset);
+      CAPTURE(devices);
+      const Decoded expect = run_decode(one_device_split(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+      const Graph g = build_decode_graph(w, over(devices));
+      check_same(run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens), expect);
+      for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+        for (uint32_t workers : {1u, 3u}) {
+          CAPTURE(std::string(schedule_kind_name(schedule)));
+          CAPTURE(workers);
+          check_same(run_decode(g, w, threaded(workers, schedule), kPrompt, kNewTokens), expect);
+        }
+    }
+  }
+}
+
+TEST_CASE("devices: each device computes its own kv heads' q, k, v and attention and its share of the MLP rows") {
+  const ModelWeights w = four_kv_heads("tiny");
+  const Graph g = build_decode_graph(w, over(2));
+  const SpGraphParams& p = g.params;
+  const uint32_t unit_tiles = p.attn_q_splits * p.attn_chunks;
+  std::vector<uint32_t> pieces(2, 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const SpTask& t = g.tasks[i];
+    const uint32_t d = g.task_device[i];
+    CAPTURE(i);
+    if (t.op == SP_OP_ATTENTION) {
+      REQUIRE(d < 2);
+      // Kv heads 2d and 2d + 1.
+      CHECK(t.tile_begin / unit_tiles / 2 == d);
+    } else if (t.op == SP_OP_GEMV && t.layer != 0xFFFFFFFFu) {
+      // q, k or v rows: half of each matrix a device.
+      REQUIRE(d < 2);
+      const uint32_t half = g.views[t.operand[0]].rows / 2;
+      CHECK(t.tile_begin / half == d);
+      CHECK((t.tile_end - 1) / half == d);
+    } else if (t.op == SP_OP_GATE_UP) {
+      REQUIRE(d < 2);
+      CHECK(t.tile_begin / (p.intermediate / 2) == d);
+    } else if (t.op == SP_OP_PIECE_DOTS) {
+      REQUIRE(d < 2);
+      CHECK(t.operand[3] == d);
+      CHECK(g.views[t.operand[2]].arena == SP_ARENA_SYMMETRIC);
+      CHECK(g.is_broadcast(t.signal_counter));
+      ++pieces[d];
+    } else {
+      CHECK(d == Graph::kEveryDevice);
+    }
+  }
+  CHECK(pieces[0] > 0);
+  CHECK(pieces[0] == pieces[1]);
+}
+
+TEST_CASE("devices: partial sums that stay in one device's memory give other bits, so the simulation checks the exchange") {
+  const ModelWeights w = four_kv_heads("tiny");
+  const Decoded expect = run_decode(one_device_split(w, 2), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  Graph g = build_decode_graph(w, over(2));
+  // The partials moved into the WORK arena, which each device holds apart: a device's sums then
+  // read the other device's rows as never written.
+  for (SpView& v : g.views)
+    if (v.arena == SP_ARENA_SYMMETRIC) {
+      v.arena = SP_ARENA_WORK;
+      const uint64_t offset = g.arenas[SP_ARENA_WORK].bytes;
+      v.offset_lo = uint32_t(offset);
+      v.offset_hi = uint32_t(offset >> 32);
+      g.arenas[SP_ARENA_WORK].bytes += uint64_t(v.rows) * v.row_stride * sp_dtype_bytes(v.dtype);
+    }
+  validate(g);
+  // The devices then disagree on a token, or at least on the logits.
+  Decoded got;
+  const std::string error = error_of([&] { got = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens); });
+  if (error == "(no error)")
+    CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) != 0);
+  else
+    CHECK(error == "device 1's step state (its tokens, position or flags) differs from device 0's after the run: the "
+                   "devices of the graph disagree");
+}
+
+TEST_CASE("devices: a graph over devices saved and read again runs with the same bits") {
+  const ModelWeights w = four_kv_heads("tiny-qwen3.5-moe");
+  const Graph g = build_decode_graph(w, over(2));
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "spindle-devices-test.sptg";
+  save_graph(path, g);
+  const Graph read = load_graph(path);
+  std::filesystem::remove(path);
+  CHECK(read.devices == 2);
+  CHECK(read.task_device == g.task_device);
+  CHECK(read.broadcast_counters == g.broadcast_counters);
+  check_same(run_decode(read, w, threaded(2, ScheduleKind::Ticket), kPrompt, kNewTokens),
+             run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
+}
+
+TEST_CASE("devices: a split the model or the options cannot take is refused, naming why") {
+  const ModelWeights& tiny = tiny_model().weights;  // 2 kv heads
+  CHECK(error_of([&] { build_decode_graph(tiny, over(0)); }) == "devices must be at least 1");
+  CHECK(error_of([&] { build_decode_graph(tiny, over(3)); }) ==
+        "3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads) do not split evenly over "
+        "them (a kv head's q heads split over devices is not built)");
+  BuildOptions o = over(2);
+  o.kv_head_waits = true;
+  CHECK(error_of([&] { build_decode_graph(tiny, o); }) ==
+        "kv_head_waits, a schedule of one device's stages, does not apply over 2 devices");
+  o = over(2);
+  o.fused_mlp = {16, 4};
+  CHECK(error_of([&] { build_decode_graph(tiny, o); }) == "the fused MLP (one device's gangs) does not apply over 2 devices");
+  o = over(2);
+  o.down_split = {2, 2};
+  CHECK(error_of([&] { build_decode_graph(tiny, o); }) ==
+        "an o_proj or down split does not apply over 2 devices: there each dot is split into a piece a device");
+  // 8 kv heads of 16 columns: 8 devices cut o_proj's rows into pieces of 16 columns, but down's 40
+  // columns into 5, not whole octets.
+  ModelConfig c = synthetic_config("tiny");
+  c.n_heads = c.n_kv_heads = 8;
+  c.intermediate = 40;
+  const ModelWeights narrow = test::weights_for("narrow", c, 256);
+  CHECK(error_of([&] { build_decode_graph(narrow, over(8)); }) ==
+        "down over 8 devices, split 8/8: the split's pieces are not whole octets (a multiple of 8 columns each) "
+        "(40 columns)");
+}
+
+TEST_CASE("devices: the GPU executors refuse a graph over several devices, naming the ones that run it") {
+  const ModelWeights w = four_kv_heads("tiny");
+  const Graph g = build_decode_graph(w, over(2));
+  for (ExecutorKind kind : {ExecutorKind::Cuda, ExecutorKind::Vulkan}) {
+    ExecutorOptions o;
+    o.kind = kind;
+    CHECK(error_of([&] { make_executor(g, w, o); }) ==
+          std::string("the graph is split over 2 devices, which the ") + executor_kind_name(kind) +
+              " executor does not run yet; the CPU executors (sequential, fp64, threaded) simulate them");
+  }
+}
+
+TEST_CASE("devices: validate refuses device lists and exchanges that a device could not follow") {
+  const ModelWeights w = four_kv_heads("tiny");
+  const Graph good = build_decode_graph(w, over(2));
+  const uint32_t dots = first_task(good, SP_OP_PIECE_DOTS), sum = first_task(good, SP_OP_PIECE_SUM);
+  const auto problem = [](const Graph& g) { return error_of([&] { validate(g); }); };
+
+  Graph g = good;
+  g.task_device.pop_back();
+  CHECK(problem(g) == "graph: " + std::to_string(g.tasks.size()) + " tasks but " + std::to_string(g.tasks.size() - 1) +
+                          " task devices");
+  g = good;
+  g.task_device[dots] = 2;
+  CHECK(problem(g) == "graph: task " + std::to_string(dots) + " (piece_dots) runs on device 2, but the graph has 2 devices");
+  g = good;
+  g.task_device[dots] = Graph::kEveryDevice;
+  CHECK(problem(g).starts_with("graph: task " + std::to_string(dots) + " (piece_dots) runs on every device and writes view "));
+  g = good;
+  g.broadcast_counters.erase(std::find(g.broadcast_counters.begin(), g.broadcast_counters.end(),
+                                       g.tasks[dots].signal_counter));
+  CHECK(problem(g).find("in the symmetric arena but signals counter") != std::string::npos);
+  g = good;
+  g.task_device[sum] = 1;  // device 0 no longer sums these rows: its next stage's wait is one short
+  CHECK(problem(g).find("tasks signal it on device 0") != std::string::npos);
+  g = good;
+  g.devices = 1;
+  CHECK(problem(g).starts_with("graph: one device, but "));
+}
