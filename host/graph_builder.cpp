@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "host/graph_emitter.h"
 #include "host/models/families.h"
@@ -39,8 +40,8 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                   "split over devices is not built)");
     if (opt.kv_head_waits) throw Error("kv_head_waits, a schedule of one device's stages," + over);
     if (opt.fused_mlp.pieces > 1) throw Error("the fused MLP (one device's gangs)" + over);
-    if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1)
-      throw Error("an o_proj or down split" + over + ": there each dot is split into a piece a device");
+    if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1 || opt.gdn_out_split.pieces > 1)
+      throw Error("an o_proj, down or GDN out_proj split" + over + ": there each dot is split into a piece a device");
   }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
   const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : attn_q_splits_for(chunks, c.n_heads, Hkv);
@@ -51,8 +52,15 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   if (max_steps > ctx)
     throw Error("max_steps " + std::to_string(max_steps) + " exceeds the context's " + std::to_string(ctx) +
                 " positions (each step takes one)");
-  const uint32_t lm_rows = e.rows_per_task(V);
-  const uint64_t slots = ceil_div(V, lm_rows);
+  // The LM head's rows: over N devices device d computes [d·Vd, (d+1)·Vd) of them, Vd = V/N
+  // rounded up, into the symmetric logits and argmax slots, which every device's sampler reads.
+  const uint32_t N = opt.devices, Vd = uint32_t(ceil_div(V, N));
+  const auto vocab_rows = [&](uint32_t d) {
+    return std::pair<uint32_t, uint32_t>(std::min<uint64_t>(V, uint64_t(d) * Vd), std::min<uint64_t>(V, uint64_t(d + 1) * Vd));
+  };
+  const uint32_t lm_rows = e.rows_per_task(Vd);
+  uint64_t slots = 0;
+  for (uint32_t d = 0; d < N; ++d) slots += ceil_div(vocab_rows(d).second - vocab_rows(d).first, lm_rows);
   check_at_most(slots, kMaxSlots,
                 "the LM head's tasks, vocab_size (" + std::to_string(V) + ") / rows per task (" +
                     std::to_string(lm_rows) + ") rounded up",
@@ -87,7 +95,8 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   const DecoderViews views{e.alloc("h", SP_ARENA_WORK, SP_BF16, 1, H),
                            e.alloc("rope_table", SP_ARENA_CONST, SP_BF16, ctx, p.rotary_dim)};
   const std::unique_ptr<DecoderLayers> layers = family_model(c.family).layers(e, views);
-  g.io.logits = e.alloc("logits", SP_ARENA_WORK, SP_F32, 1, V);
+  const uint32_t sampled = N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK;  // the logits and argmax slots
+  g.io.logits = e.alloc("logits", sampled, SP_F32, 1, V);
   const uint32_t embed_w = e.weight(names::kEmbed, {V, H});
 
   // The first stage waits for the previous step's sampler; its counter is the last one.
@@ -101,13 +110,18 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
 
   const uint32_t final_norm = e.weight(names::kFinalNorm, {H});
   const uint32_t lm = e.weight(names::kLmHead, {V, H});
-  const uint32_t argmax = e.alloc("argmax_partials", SP_ARENA_WORK, SP_U32, slots, 2);
-  Stage s_lm = e.begin_stage("lm_head");
-  e.split(s_lm, 0, V, lm_rows, [&](uint32_t r0, uint32_t r1) {
-    const uint32_t flags = 1u | ((r0 / lm_rows) << 16);
-    e.add_task(s_lm, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, kLayerNone, r0, r1,
-               {lm, views.hidden, final_norm, g.io.logits, SP_NO_VIEW, flags, argmax, 0u});
-  });
+  const uint32_t argmax = e.alloc("argmax_partials", sampled, SP_U32, slots, 2);
+  Stage s_lm = e.begin_stage("lm_head", N > 1);
+  uint32_t slot = 0;  // in row order: the argmax's ties go to the earlier slot, the lower row
+  for (uint32_t d = 0; d < N; ++d) {
+    if (N > 1) e.on_device(d);
+    e.split(s_lm, vocab_rows(d).first, vocab_rows(d).second, lm_rows, [&](uint32_t r0, uint32_t r1) {
+      const uint32_t flags = 1u | (slot++ << 16);
+      e.add_task(s_lm, prev, SP_WAIT_SAME_STEP, SP_OP_GEMV, kLayerNone, r0, r1,
+                 {lm, views.hidden, final_norm, g.io.logits, SP_NO_VIEW, flags, argmax, 0u});
+    });
+  }
+  e.on_device(Graph::kEveryDevice);
 
   // Over several devices the samplers' signals reach every device, so that no device starts a
   // step before every device has ended the last: then no device writes an exchange's partials

@@ -27,6 +27,8 @@ struct BuildOptions {
   // pieces 0 = the plain canonical dot. Part of the numerics. The two-hop layer
   // (docs/two-hop-layer.md) sums o_proj over its kv heads and down over 128 blocks in gangs of 16.
   GemvSplit o_proj_split{}, down_split{};
+  // The GDN layers' out_proj summed alike (the hybrid families).
+  GemvSplit gdn_out_split{};
   // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`
   // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
   // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
@@ -42,12 +44,13 @@ struct BuildOptions {
   // holds whole heads. A schedule, not numerics. 0 = gdn_gang_for.
   uint32_t gdn_gang = 0;
   // Devices the step is split over (docs/multi-device.md): each device computes its kv heads'
-  // q, k, v and attention and its share of every dense MLP's rows, and o_proj and down are
-  // row-parallel, each dot split into a piece a device (PIECE_DOTS) summed on every device
-  // (PIECE_SUM): the bits of the one-device graph with o_proj_split = down_split = {devices,
-  // devices}. The other stages (embedding, GDN, routed and shared experts, LM head, sampler) run
-  // whole on every device. The devices must divide the kv heads; excludes kv_head_waits,
-  // fused_mlp and the o_proj and down splits.
+  // q, k, v and attention, its GDN key heads' projections and value heads, its share of every
+  // dense MLP's rows and of the LM head's; o_proj, down and the GDN out_proj are row-parallel,
+  // each dot split into a piece a device (PIECE_DOTS) summed on every device (PIECE_SUM): the
+  // bits of the one-device graph with o_proj_split = down_split = gdn_out_split = {devices,
+  // devices}. The other stages (embedding, router, routed and shared experts, sampler) run whole
+  // on every device. The devices must divide the kv heads and the GDN key heads; excludes
+  // kv_head_waits, fused_mlp and the splits.
   uint32_t devices = 1;
 };
 

@@ -67,7 +67,7 @@ TEST_CASE("attention: its tiles, the KV cache, the RoPE table and the partials a
   check_rejected(g, {"(attention)", "operand 5 'partials' has rows of 18 elements 19 apart, not 18 back to back"});
   g = built;
   g.views[first_task(g, SP_OP_ATTENTION).operand[3]].arena = SP_ARENA_WEIGHTS0;
-  check_rejected(g, {"(attention)", "operand 3 'kv_cache'", "is written, but lies in weight arena 5"});
+  check_rejected(g, {"(attention)", "operand 3 'kv_cache'", "is written, but lies in weight arena 6"});
   g = built;
   g.params.head_dim = 32;
   check_rejected(g, {"(attention)", "operand 0 'qkv'", "fewer than the 256 elements of the q, k and v heads"});

@@ -215,7 +215,10 @@ TEST_CASE("the JSON dump names opcodes, counters and views") {
   const nlohmann::json j = graph_to_json(small_graph());
   CHECK(j["model"] == "test:small");
   CHECK(j["params"]["vocab"] == 8);
-  CHECK(j["arenas"][5]["name"] == "weights0");
+  CHECK(j["arenas"][SP_ARENA_WEIGHTS0]["name"] == "weights0");
+  CHECK(j["devices"] == 1);
+  CHECK(j["counters"][1]["broadcast"] == false);
+  CHECK(j["tasks"][0]["device"] == nullptr);
   CHECK(j["counters"][1]["name"] == "lm_head");
   CHECK(j["views"][2]["name"] == "lm_head");
   CHECK(j["views"][2]["arena"] == "weights0");

@@ -76,7 +76,7 @@ TEST_CASE("a GEMV split its rows cannot take is named with its task and the row 
 TEST_CASE("a view past its arena names the view and the arena") {
   Graph g = small_graph();
   g.views[kLmHead].rows += 1;
-  check_rejected(g, {"view 2 'lm_head'", "arena 5 'weights0'", "past the"});
+  check_rejected(g, {"view 2 'lm_head'", "arena 6 'weights0'", "past the"});
 }
 
 TEST_CASE("a view's extent counts the row stride") {
@@ -122,7 +122,7 @@ TEST_CASE("a task that would read or write past its views is named with the oper
   check_rejected(g, {"task 2 (gemv)", "asks for an argmax partial, but operand 6 'argmax' names no view"});
   g = small_graph();
   g.tasks[kTHead1].operand[3] = kLmHead;
-  check_rejected(g, {"task 2 (gemv)", "operand 3 'out' (view 2 'lm_head') is written, but lies in weight arena 5"});
+  check_rejected(g, {"task 2 (gemv)", "operand 3 'out' (view 2 'lm_head') is written, but lies in weight arena 6"});
   g = small_graph();
   g.tasks[kTSample].operand[2] = 0;
   check_rejected(g, {"task 3 (sample)", "operand 2 'partial_count' 0"});
@@ -190,7 +190,7 @@ TEST_CASE("a view with a huge offset is caught, not wrapped around") {
 TEST_CASE("a view in a missing arena") {
   Graph g = small_graph();
   g.views[kTable].arena = 9;
-  check_rejected(g, {"view 0 'embed_tokens'", "arena 9", "6 arenas"});
+  check_rejected(g, {"view 0 'embed_tokens'", "arena 9", "7 arenas"});
 }
 
 TEST_CASE("view names must match the views") {

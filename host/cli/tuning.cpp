@@ -88,6 +88,10 @@ const std::vector<Knob>& knobs() {
       {"down-split", T::Tiling, kSplit, "0", "down's row dots summed as o-proj-split's are; 0 = the plain dot", true,
        "its bits are fused-mlp's of the same PIECES/GROUP (EXPERIMENTS 24th §1)",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.down_split = split(v); }},
+      {"gdn-out-split", T::Tiling, kSplit, "0",
+       "the GDN out_proj's row dots summed as o-proj-split's are; 0 = the plain dot", true,
+       "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
+       [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.gdn_out_split = split(v); }},
       {"fused-mlp", T::Tiling, "PIECES[/GANG], GANG at most 255", "0",
        "each layer's MLP as one stage of PIECES tasks in gangs of GANG, down summed as down-split PIECES/GANG "
        "(refused with down-split); 0 = the gate_up and down stages",
