@@ -40,8 +40,10 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                   "split over devices is not built)");
     if (opt.kv_head_waits) throw Error("kv_head_waits, a schedule of one device's stages," + over);
     if (opt.fused_mlp.pieces > 1) throw Error("the fused MLP (one device's gangs)" + over);
-    if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1 || opt.gdn_out_split.pieces > 1)
-      throw Error("an o_proj, down or GDN out_proj split" + over + ": there each dot is split into a piece a device");
+    if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1 || opt.gdn_out_split.pieces > 1 ||
+        opt.expert_down_split.pieces > 1)
+      throw Error("an o_proj, down, GDN out_proj or expert down split" + over +
+                  ": there each dot is split into a piece a device");
   }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
   const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : attn_q_splits_for(chunks, c.n_heads, Hkv);

@@ -29,6 +29,9 @@ struct BuildOptions {
   GemvSplit o_proj_split{}, down_split{};
   // The GDN layers' out_proj summed alike (the hybrid families).
   GemvSplit gdn_out_split{};
+  // The routed experts' down dots summed alike, from pieces computed as tasks of their own
+  // (EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which only the CPU executors run).
+  GemvSplit expert_down_split{};
   // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`
   // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
   // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
@@ -45,12 +48,13 @@ struct BuildOptions {
   uint32_t gdn_gang = 0;
   // Devices the step is split over (docs/multi-device.md): each device computes its kv heads'
   // q, k, v and attention, its GDN key heads' projections and value heads, its share of every
-  // dense MLP's rows and of the LM head's; o_proj, down and the GDN out_proj are row-parallel,
-  // each dot split into a piece a device (PIECE_DOTS) summed on every device (PIECE_SUM): the
-  // bits of the one-device graph with o_proj_split = down_split = gdn_out_split = {devices,
-  // devices}. The other stages (embedding, router, routed and shared experts, sampler) run whole
-  // on every device. The devices must divide the kv heads and the GDN key heads; excludes
-  // kv_head_waits, fused_mlp and the splits.
+  // dense MLP's rows, of every routed expert's rows and of the LM head's; o_proj, down, the GDN
+  // out_proj and the experts' down are row-parallel, each dot split into a piece a device
+  // (PIECE_DOTS, EXPERT_DOWN_PIECE) summed on every device (PIECE_SUM, EXPERT_DOWN_SUM): the
+  // bits of the one-device graph with o_proj_split = down_split = gdn_out_split =
+  // expert_down_split = {devices, devices}. The other stages (embedding, router, shared expert,
+  // sampler) run whole on every device. The devices must divide the kv heads and the GDN key
+  // heads; excludes kv_head_waits, fused_mlp and the splits.
   uint32_t devices = 1;
 };
 

@@ -147,31 +147,66 @@ SP_HDI Acc add_shared_expert(Acc routed, Acc s, bf16 gate_logit) {
   return rounded(routed + rounded(rounded(pm_sigmoid(widen<Acc>(gate_logit))) * s));
 }
 
-// Rows [r0, r1) of the routed experts' down projections, summed into the residual: for each
-// row r, y_s = r(Ŵd_e,r · act_s) for each slot s (expert e's row r is row e·H + r of Wd),
-// m = the Acc sum from 0 over the slots in order of r(w_s · y_s), and
+// Rows [r0, r1) of the routed experts' sum added into the residual, from each slot's down row
+// y(s, r) (rounded): m = the Acc sum from 0 over the slots in order of r(w_s · y(s, r)), and
 // hidden[r] = r(hidden[r] + f), f = r(m) (HF's experts, grouped_mm, whose bf16 sum over the top
 // k accumulates in fp32 in slot order and rounds once), or with a shared expert
 // add_shared_expert(r(m), its row's output, its gate's logit).
-template <class Acc>
-void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im, const bf16* act,
-                      size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
-                      bf16* hidden, const SharedExpert* shared = nullptr) {
-  std::vector<std::vector<Acc>> a;
-  for (uint32_t s = 0; s < k; ++s) a.push_back(projection_input<Acc>(act + s * act_stride, Im, NormSpec{}));
+template <class Acc, class SlotRow>
+void add_expert_rows(const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1, SlotRow y, bf16* hidden,
+                     const SharedExpert* shared) {
   const std::vector<Acc> a_shared = shared ? projection_input<Acc>(shared->act, shared->Is, NormSpec{}) : std::vector<Acc>{};
   for (uint32_t r = r0; r < r1; ++r) {
     Acc m = 0;
-    for (uint32_t s = 0; s < k; ++s) {
-      const Acc y = rounded(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a[s].data(), Im));
-      m = m + rounded(Acc(slots[s].weight) * y);
-    }
+    for (uint32_t s = 0; s < k; ++s) m = m + rounded(Acc(slots[s].weight) * y(s, r));
     Acc f = rounded(m);
     if (shared)
       f = add_shared_expert(f, rounded(row_dot(shared->Wd + r * shared->row_stride, a_shared.data(), shared->Is)),
                             shared->gate_logit);
     hidden[r] = to_bf16(widen<Acc>(hidden[r]) + f);
   }
+}
+
+// Rows [r0, r1) of the routed experts' down projections, summed into the residual
+// (add_expert_rows): y_s = r(Ŵd_e,r · act_s) for each slot s (expert e's row r is row e·H + r
+// of Wd).
+template <class Acc>
+void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im, const bf16* act,
+                      size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
+                      bf16* hidden, const SharedExpert* shared = nullptr) {
+  std::vector<std::vector<Acc>> a;
+  for (uint32_t s = 0; s < k; ++s) a.push_back(projection_input<Acc>(act + s * act_stride, Im, NormSpec{}));
+  const auto y = [&](uint32_t s, uint32_t r) {
+    return rounded(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a[s].data(), Im));
+  };
+  add_expert_rows<Acc>(slots, k, r0, r1, y, hidden, shared);
+}
+
+// A piece of the routed experts' down dots over rows [r0, r1) (opcodes.h
+// SP_OP_EXPERT_DOWN_PIECE): Wd and act are the piece's P columns of every expert's down rows and
+// of every slot's activations; slot s's dot of row r goes to partial_row[s·H + r], f32.
+template <class Acc>
+void expert_down_piece_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t P, const bf16* act,
+                            size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
+                            float* partial_row) {
+  for (uint32_t s = 0; s < k; ++s) {
+    const std::vector<Acc> a = projection_input<Acc>(act + s * act_stride, P, NormSpec{});
+    for (uint32_t r = r0; r < r1; ++r)
+      partial_row[size_t(s) * H + r] = float(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a.data(), P));
+  }
+}
+
+// The pieces' partial rows summed into the residual (opcodes.h SP_OP_EXPERT_DOWN_SUM): y_s =
+// r(split_sum of slot s's pieces of row r), as a split GEMV sums a row's pieces, then
+// add_expert_rows.
+template <class Acc>
+void expert_down_sum_rows(const float* partials, size_t partial_stride, GemvSplit split, uint32_t H,
+                          const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1, bf16* hidden,
+                          const SharedExpert* shared = nullptr) {
+  const auto y = [&](uint32_t s, uint32_t r) {
+    return rounded(split_sum<Acc>(split, [&](uint32_t j) { return Acc(partials[j * partial_stride + size_t(s) * H + r]); }));
+  };
+  add_expert_rows<Acc>(slots, k, r0, r1, y, hidden, shared);
 }
 
 }  // namespace spindle

@@ -252,6 +252,38 @@ void run_expert_down_shared(const SpTask& t, const TileContext& c) {
   expert_down_tiles<Acc>(t, c, true);
 }
 
+// The token's routing from the router's logits in operand k, as EXPERT_GATE_UP routes it.
+template <class Acc>
+std::vector<RoutingSlot> routed_slots(const SpTask& t, const TileContext& c, uint32_t k, const SpMoeParams& p) {
+  std::vector<RoutingSlot> slots(p.slots);
+  route<Acc>(operand_data<const float>(t, c, k), p.experts, p.slots, p.flags & SP_MOE_NORMALISE, slots.data());
+  return slots;
+}
+
+template <class Acc>
+void run_expert_down_piece(const SpTask& t, const TileContext& c) {
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
+  const SpView &W = operand_view(t, c, 0), &partials = operand_view(t, c, 3);
+  expert_down_piece_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, W.cols,
+                              operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,
+                              routed_slots<Acc>(t, c, 2, p).data(), p.slots, t.tile_begin, t.tile_end,
+                              operand_data<float>(t, c, 3) + size_t(t.operand[5]) * partials.row_stride);
+}
+
+template <class Acc>
+void run_expert_down_sum(const SpTask& t, const TileContext& c) {
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 3);  // validate() checked it
+  const SpView& partials = operand_view(t, c, 0);
+  SharedExpert s{};
+  const bool shared = t.operand[5] != SP_NO_VIEW;
+  if (shared)
+    s = {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
+         operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
+  expert_down_sum_rows<Acc>(operand_data<const float>(t, c, 0), partials.row_stride, gemv_split(t.operand[4]),
+                            partials.cols / p.slots, routed_slots<Acc>(t, c, 1, p).data(), p.slots, t.tile_begin,
+                            t.tile_end, operand_data<bf16>(t, c, 2), shared ? &s : nullptr);
+}
+
 // Every op with a CPU tile (tasks/opcodes.h SP_OPS) runs its run_<name>.
 template <class Acc>
 void run_task(const SpTask& t, const TileContext& c) {

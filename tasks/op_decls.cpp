@@ -214,6 +214,45 @@ void check_expert_down_shared(const Graph& g, const SpTask& t, const OperandChec
   o.array(7, {SP_BF16}, 1, "shared expert gate logit");
 }
 
+void check_expert_down_piece(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(o, 4);
+  o.row_length(0);
+  const SpView& W = o.view(0);
+  const uint32_t P = W.cols;
+  if (P % 8u) refuse("the piece has " + str(P) + " columns, not whole octets (a multiple of 8), as a split's pieces are");
+  if (P > p.expert_rows) refuse("the piece has " + str(P) + " columns, more than the experts' " + str(p.expert_rows));
+  if (W.rows % p.experts) refuse(o.name(0) + "'s " + str(W.rows) + " rows are not " + str(p.experts) + " experts'");
+  const uint64_t H = W.rows / p.experts;
+  if (t.tile_end > H) refuse("its tiles end at " + str(t.tile_end) + ", past an expert's " + str(H) + " rows");
+  o.matrix(1, SP_BF16, p.slots, P, "piece columns of every slot's activations");
+  o.array(2, {SP_F32}, p.experts, "router logits of every expert");
+  o.matrix(3, SP_F32, uint64_t(t.operand[5]) + 1, p.slots * H, "partial rows up to the piece's, a row of every slot");
+}
+
+void check_expert_down_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(o, 3);
+  const GemvSplit s = gemv_split(t.operand[4]);
+  if (s.pieces < 2) refuse("operand 4 'split' has fewer than 2 pieces: there is nothing to sum");
+  if (s.pieces % s.group) refuse("operand 4 'split': its groups do not divide its pieces");
+  const SpView& partials = o.view(0);
+  if (partials.cols % p.slots) refuse(o.name(0) + "'s rows are not " + str(p.slots) + " slots' rows alike");
+  o.matrix(0, SP_F32, s.pieces, uint64_t(p.slots) * t.tile_end, "partial rows of every piece, a row of every slot");
+  if (partials.cols / p.slots < t.tile_end)
+    refuse("its tiles end at " + str(t.tile_end) + ", past the " + str(partials.cols / p.slots) + " rows a slot has");
+  o.array(1, {SP_F32}, p.experts, "router logits of every expert");
+  o.array(2, {SP_BF16}, t.tile_end, "hidden rows the tiles add to");
+  if (!o.present(5)) {
+    if (o.present(6) || o.present(7)) refuse("a shared expert's activations or gate without its down rows (operand 5)");
+    return;
+  }
+  o.row_length(5);
+  const SpView& Wd = o.view(5);
+  o.matrix(5, SP_BF16, t.tile_end, Wd.cols, "shared expert rows the tiles compute");
+  if (!o.present(6) || !o.present(7)) refuse("the shared expert's down rows without its activations and gate");
+  o.array(6, {SP_BF16}, Wd.cols, "activations of the shared expert");
+  o.array(7, {SP_BF16}, 1, "shared expert gate logit");
+}
+
 uint64_t tiles(const SpTask& t) { return t.tile_end - t.tile_begin; }
 
 // The MoE record that operand k names (checked by moe_params).
@@ -225,6 +264,7 @@ uint64_t expert_gate_up_bytes(const Graph& g, const SpTask& t) {
   return 2 * tiles(t) * g.views[t.operand[0]].cols * sizeof(uint16_t);
 }
 
+// The slots' rows of its tiles (EXPERT_DOWN_PIECE's W view is its piece's columns).
 uint64_t expert_down_bytes(const Graph& g, const SpTask& t) {
   return tiles(t) * moe_record(g, t, 4).slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
 }
@@ -301,6 +341,13 @@ const OpDecl kPieceDots{{{{K::View, "W"}, {K::View, "x"}, {K::View, "partials", 
 const OpDecl kPieceSum{{{{K::View, "partials"}, {K::View, "out", true}, {K::OptionalView, "residual"},
                          {K::Split, "split"}}},
                        check_piece_sum, nullptr, none};
+const OpDecl kExpertDownPiece{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "logits"},
+                                 {K::View, "partials", true}, {K::Params, "params"}, {K::Immediate, "piece"}}},
+                               check_expert_down_piece, expert_down_bytes, none};
+const OpDecl kExpertDownSum{{{{K::View, "partials"}, {K::View, "logits"}, {K::View, "hidden", true}, {K::Params, "params"},
+                              {K::Split, "split"}, {K::OptionalView, "shared_W"}, {K::OptionalView, "shared_act"},
+                              {K::OptionalView, "shared_gate"}}},
+                            check_expert_down_sum, nullptr, none};
 
 }  // namespace
 
@@ -321,6 +368,8 @@ const OpDecl* op_decl(uint32_t op) {
     case SP_OP_EXPERT_DOWN_SHARED: return &kExpertDownShared;
     case SP_OP_PIECE_DOTS: return &kPieceDots;
     case SP_OP_PIECE_SUM: return &kPieceSum;
+    case SP_OP_EXPERT_DOWN_PIECE: return &kExpertDownPiece;
+    case SP_OP_EXPERT_DOWN_SUM: return &kExpertDownSum;
     default: return nullptr;
   }
 }

@@ -43,7 +43,9 @@
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
   X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU)                            \
-  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU)
+  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU)                              \
+  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU)              \
+  X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_CPU)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -176,7 +178,24 @@ enum SpOpcode : uint32_t {
   //   0 partials [S, rows] f32   1 out [rows] bf16   2 residual [rows] bf16 or SP_NO_VIEW: may
   //   alias out   3 imm split, as GEMV's (S >= 2)
   SP_OP_PIECE_SUM = 15,
-  SP_OP_COUNT_ = 16  // one past the largest opcode
+  // EXPERT_DOWN's dots split as PIECE_DOTS and PIECE_SUM split a GEMV's: the routed experts'
+  // down projections tensor-parallel (docs/multi-device.md). CPU tiles only, as theirs. Each task
+  // routes the token from the router's logits as EXPERT_GATE_UP does. EXPERT_DOWN_PIECE: piece j
+  // of S, for rows [tile_begin, tile_end) of hidden: for each slot s, its expert e's down row r
+  // (row e·H + r of W) · act_s over the piece's columns, as f32, into partial row j, column
+  // s·H + r. Tiles: rows of hidden.
+  //   0 W [E·H, Im/S] bf16 (the piece's columns, row stride Im)   1 act [k, Im/S] bf16 (the
+  //   piece's columns)   2 logits [E] f32   3 partials [S, k·H] f32   4 params (SpMoeParams)
+  //   5 imm the piece j
+  SP_OP_EXPERT_DOWN_PIECE = 16,
+  // The pieces summed into the residual: for each row r, y_s = r(the pieces of slot s summed as
+  // split_row_dot sums them), then hidden[r] as EXPERT_DOWN (or with a shared expert
+  // EXPERT_DOWN_SHARED) adds the slots' y_s (ops/moe.h expert_down_sum_rows). Tiles: rows of hidden.
+  //   0 partials [S, k·H] f32   1 logits [E] f32   2 hidden [H] bf16, in place   3 params
+  //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2)   5 shared Wd [H, Is] bf16 or SP_NO_VIEW
+  //   6 shared act [Is] bf16 (with 5)   7 shared gate logit [1] bf16 (with 5)
+  SP_OP_EXPERT_DOWN_SUM = 17,
+  SP_OP_COUNT_ = 18  // one past the largest opcode
 };
 
 #define SP_OP_VALUE_CHECK_(NAME, name, value, executors) static_assert(SP_OP_##NAME == value, #NAME);

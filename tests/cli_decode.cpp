@@ -91,7 +91,7 @@ TEST_CASE("the md5 is that of the tokens it reports") {
   CHECK(!j.contains("match"));
 }
 
-TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike; bench and the GPU executors refuse it") {
+TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, and bench and the GPU executors refuse it") {
   const std::string model = "--model synthetic:tiny-qwen3.5 --max-new-tokens 6 --json ";
   const CliResult one = run_cli("run " + model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2");
   const CliResult two = run_cli("run " + model + "-e threaded --workers 2 --devices 2");

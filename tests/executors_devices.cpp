@@ -44,7 +44,7 @@ BuildOptions over(uint32_t devices) {
 // The one-device graph with o_proj's and down's dots split into N pieces: what N devices compute.
 Graph one_device_split(const ModelWeights& w, uint32_t devices) {
   BuildOptions o = over(1);
-  o.o_proj_split = o.down_split = o.gdn_out_split = {devices, devices};
+  o.o_proj_split = o.down_split = o.gdn_out_split = o.expert_down_split = {devices, devices};
   return build_decode_graph(w, o);
 }
 
@@ -77,69 +77,78 @@ TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device spl
   }
 }
 
-TEST_CASE("devices: each device computes its own heads' projections, attention and GDN, and its share of the MLP and LM head rows") {
-  const ModelWeights w = four_kv_heads("tiny-qwen3.5");
-  const Graph g = build_decode_graph(w, over(2));
-  const SpGraphParams& p = g.params;
-  const ModelConfig& c = w.config;
-  const uint32_t unit_tiles = p.attn_q_splits * p.attn_chunks;
-  const uint32_t device_state_rows = c.linear_num_value_heads / 2 * c.linear_value_head_dim;
-  // The GDN projections' sections [begin, end): q, k, v, z, b, a.
-  const uint64_t Ck = uint64_t(c.linear_num_key_heads) * c.linear_key_head_dim, Hv = c.linear_num_value_heads;
-  const uint64_t Cv = Hv * c.linear_value_head_dim;
-  std::vector<std::pair<uint64_t, uint64_t>> sections;
-  for (uint64_t begin = 0; uint64_t width : {Ck, Ck, Cv, Cv, Hv, Hv}) {
-    sections.push_back({begin, begin + width});
-    begin += width;
-  }
-  const uint32_t proj = uint32_t(std::find(g.view_names.begin(), g.view_names.end(), "gdn_proj") - g.view_names.begin());
-  REQUIRE(proj < g.views.size());
-  std::vector<uint32_t> pieces(2, 0), gdn(2, 0);
-  for (size_t i = 0; i < g.tasks.size(); ++i) {
-    const SpTask& t = g.tasks[i];
-    const uint32_t d = g.task_device[i];
-    const std::string& w0 = g.view_names[t.operand[0]];
-    CAPTURE(i);
-    CAPTURE(w0);
-    if (t.op == SP_OP_GATED_ATTENTION) {
-      REQUIRE(d < 2);
-      CHECK(t.tile_begin / unit_tiles / 2 == d);  // kv heads 2d and 2d + 1
-    } else if (t.op == SP_OP_GEMV && (w0.ends_with("q_proj.weight") || w0.ends_with("k_proj.weight") ||
-                                      w0.ends_with("v_proj.weight") || w0 == "lm_head.weight")) {
-      REQUIRE(d < 2);  // half of each matrix's rows a device
-      const uint32_t half = g.views[t.operand[0]].rows / 2;
-      CHECK(t.tile_begin / half == d);
-      CHECK((t.tile_end - 1) / half == d);
-    } else if (t.op == SP_OP_GEMV && w0.find("linear_attn.in_proj") != std::string::npos) {
-      REQUIRE(d < 2);  // q, k, v, z, b, a: each device its half of each
-      const uint64_t at = (sp_view_offset(g.views[t.operand[3]]) - sp_view_offset(g.views[proj])) / sizeof(bf16);
-      for (uint64_t r : {at + t.tile_begin, at + t.tile_end - 1}) {
-        const auto section = std::find_if(sections.begin(), sections.end(), [&](auto s) { return r < s.second; });
-        REQUIRE(section != sections.end());
-        CHECK((r - section->first) / ((section->second - section->first) / 2) == d);
-      }
-    } else if (t.op == SP_OP_GDN) {
-      REQUIRE(d < 2);
-      CHECK(t.tile_begin / device_state_rows == d);
-      CHECK((t.tile_end - 1) / device_state_rows == d);
-      ++gdn[d];
-    } else if (t.op == SP_OP_GATE_UP) {
-      REQUIRE(d < 2);
-      CHECK(t.tile_begin / (p.intermediate / 2) == d);
-    } else if (t.op == SP_OP_PIECE_DOTS) {
-      REQUIRE(d < 2);
-      CHECK(t.operand[3] == d);
-      CHECK(g.views[t.operand[2]].arena == SP_ARENA_SYMMETRIC);
-      CHECK(g.is_broadcast(t.signal_counter));
-      ++pieces[d];
-    } else {
-      CHECK(d == Graph::kEveryDevice);
+TEST_CASE("devices: each device computes its own heads' projections, attention and GDN, and its share of the MLP, expert and LM head rows") {
+  for (const std::string preset : {"tiny-qwen3.5", "tiny-qwen3.5-moe"}) {
+    CAPTURE(preset);
+    const ModelWeights w = four_kv_heads(preset);
+    const Graph g = build_decode_graph(w, over(2));
+    const SpGraphParams& p = g.params;
+    const ModelConfig& c = w.config;
+    const uint32_t unit_tiles = p.attn_q_splits * p.attn_chunks;
+    const uint32_t device_state_rows = c.linear_num_value_heads / 2 * c.linear_value_head_dim;
+    // The GDN projections' sections [begin, end): q, k, v, z, b, a.
+    const uint64_t Ck = uint64_t(c.linear_num_key_heads) * c.linear_key_head_dim, Hv = c.linear_num_value_heads;
+    const uint64_t Cv = Hv * c.linear_value_head_dim;
+    std::vector<std::pair<uint64_t, uint64_t>> sections;
+    for (uint64_t begin = 0; uint64_t width : {Ck, Ck, Cv, Cv, Hv, Hv}) {
+      sections.push_back({begin, begin + width});
+      begin += width;
     }
+    const uint32_t proj = uint32_t(std::find(g.view_names.begin(), g.view_names.end(), "gdn_proj") - g.view_names.begin());
+    REQUIRE(proj < g.views.size());
+    std::vector<uint32_t> pieces(2, 0), gdn(2, 0);
+    for (size_t i = 0; i < g.tasks.size(); ++i) {
+      const SpTask& t = g.tasks[i];
+      const uint32_t d = g.task_device[i];
+      const std::string& w0 = g.view_names[t.operand[0]];
+      CAPTURE(i);
+      CAPTURE(w0);
+      if (t.op == SP_OP_GATED_ATTENTION) {
+        REQUIRE(d < 2);
+        CHECK(t.tile_begin / unit_tiles / 2 == d);  // kv heads 2d and 2d + 1
+      } else if (t.op == SP_OP_GEMV && (w0.ends_with("q_proj.weight") || w0.ends_with("k_proj.weight") ||
+                                        w0.ends_with("v_proj.weight") || w0 == "lm_head.weight")) {
+        REQUIRE(d < 2);  // half of each matrix's rows a device
+        const uint32_t half = g.views[t.operand[0]].rows / 2;
+        CHECK(t.tile_begin / half == d);
+        CHECK((t.tile_end - 1) / half == d);
+      } else if (t.op == SP_OP_GEMV && w0.find("linear_attn.in_proj") != std::string::npos) {
+        REQUIRE(d < 2);  // q, k, v, z, b, a: each device its half of each
+        const uint64_t at = (sp_view_offset(g.views[t.operand[3]]) - sp_view_offset(g.views[proj])) / sizeof(bf16);
+        for (uint64_t r : {at + t.tile_begin, at + t.tile_end - 1}) {
+          const auto section = std::find_if(sections.begin(), sections.end(), [&](auto s) { return r < s.second; });
+          REQUIRE(section != sections.end());
+          CHECK((r - section->first) / ((section->second - section->first) / 2) == d);
+        }
+      } else if (t.op == SP_OP_GDN) {
+        REQUIRE(d < 2);
+        CHECK(t.tile_begin / device_state_rows == d);
+        CHECK((t.tile_end - 1) / device_state_rows == d);
+        ++gdn[d];
+      } else if (t.op == SP_OP_GATE_UP && w0.find("shared_expert") == std::string::npos) {
+        REQUIRE(d < 2);
+        CHECK(t.tile_begin / (p.intermediate / 2) == d);
+      } else if (t.op == SP_OP_EXPERT_GATE_UP) {
+        REQUIRE(d < 2);  // rows [d Im/2, (d+1) Im/2) of a slot
+        const uint32_t Im = c.moe_intermediate;
+        CHECK(t.tile_begin % Im / (Im / 2) == d);
+        CHECK(t.tile_begin / Im == (t.tile_end - 1) / Im);
+      } else if (t.op == SP_OP_PIECE_DOTS || t.op == SP_OP_EXPERT_DOWN_PIECE) {
+        REQUIRE(d < 2);
+        const bool gemv = t.op == SP_OP_PIECE_DOTS;
+        CHECK(t.operand[gemv ? 3 : 5] == d);
+        CHECK(g.views[t.operand[gemv ? 2 : 3]].arena == SP_ARENA_SYMMETRIC);
+        CHECK(g.is_broadcast(t.signal_counter));
+        ++pieces[d];
+      } else {
+        CHECK(d == Graph::kEveryDevice);
+      }
+    }
+    CHECK(pieces[0] > 0);
+    CHECK(pieces[0] == pieces[1]);
+    CHECK(gdn[0] > 0);
+    CHECK(gdn[0] == gdn[1]);
   }
-  CHECK(pieces[0] > 0);
-  CHECK(pieces[0] == pieces[1]);
-  CHECK(gdn[0] > 0);
-  CHECK(gdn[0] == gdn[1]);
 }
 
 TEST_CASE("devices: partial sums that stay in one device's memory give other bits, so the simulation checks the exchange") {
@@ -197,8 +206,8 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
   o = over(2);
   o.down_split = {2, 2};
   CHECK(error_of([&] { build_decode_graph(tiny, o); }) ==
-        "an o_proj, down or GDN out_proj split does not apply over 2 devices: there each dot is split into a piece a "
-        "device");
+        "an o_proj, down, GDN out_proj or expert down split does not apply over 2 devices: there each dot is split "
+        "into a piece a device");
   // tiny-qwen3.5's 2 GDN key heads over 4 devices (its kv heads raised to 4).
   ModelConfig hybrid = synthetic_config("tiny-qwen3.5");
   hybrid.n_heads = 8;

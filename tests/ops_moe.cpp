@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -266,4 +267,57 @@ TEST_CASE_TEMPLATE("expert_down_rows with a shared expert: r(hidden + r(r(routed
     agree.add(m.hidden, to_std(ref));
   }
   check_tile<Acc>(agree);
+}
+
+// EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM (the experts' down tensor-parallel over devices): the
+// pieces' dots computed apart, in any order, then summed, give each slot's y_s as a split GEMV's
+// row dot (split_row_dot, rounded), weighted and summed in slot order into the residual, with
+// the shared expert's term where there is one.
+TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down dot summed from its pieces as a split GEMV's") {
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(9800 + seed);
+    RandomExperts m(rng);
+    const uint32_t S = random_in(rng, 2, 4);
+    m.Im = S * 8 * random_in(rng, 1, 3);
+    m.d_stride = m.Im + 8 * random_in(rng, 0, 2);
+    m.down = random_bf16(rng, size_t(m.E) * m.H * m.d_stride, 1.0 / std::sqrt(double(m.Im)));
+    const GemvSplit split{S, seed % 2 ? S : 1};
+    const std::vector<bf16> act = random_bf16(rng, size_t(m.k) * m.Im);
+    const bool with_shared = seed % 3 == 0;
+    const uint32_t Is = 24;
+    const std::vector<bf16> Wd_s = random_bf16(rng, size_t(m.H) * Is, 0.3), act_s = random_bf16(rng, Is);
+    const SharedExpert se{Wd_s.data(), Is, Is, act_s.data(), random_bf16(rng, 1, 3)[0]};
+    CAPTURE(seed);
+    std::vector<bf16> expect = m.hidden;
+    for (uint32_t r = 0; r < m.H; ++r) {
+      float sum = 0;
+      for (uint32_t s = 0; s < m.k; ++s) {
+        std::vector<float> a(m.Im);
+        for (uint32_t i = 0; i < m.Im; ++i) a[i] = bf16_to_f32(act[s * m.Im + i]);
+        const bf16* row = m.down.data() + (size_t(m.slots[s].expert) * m.H + r) * m.d_stride;
+        sum = sum + rounded(m.slots[s].weight * rounded(split_row_dot(row, a.data(), m.Im, split)));
+      }
+      float f = rounded(sum);
+      if (with_shared) {
+        std::vector<float> a(Is);
+        for (uint32_t i = 0; i < Is; ++i) a[i] = bf16_to_f32(act_s[i]);
+        f = add_shared_expert(f, rounded(row_dot(Wd_s.data() + size_t(r) * Is, a.data(), Is)), se.gate_logit);
+      }
+      expect[r] = to_bf16(bf16_to_f32(expect[r]) + f);
+    }
+    const uint32_t P = m.Im / S;
+    std::vector<uint32_t> order(S);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<float> partials(size_t(S) * m.k * m.H, std::nanf(""));
+    for (uint32_t j : order)
+      expert_down_piece_rows<float>(m.down.data() + j * P, m.d_stride, m.H, P, act.data() + j * P, m.Im,
+                                    m.slots.data(), m.k, 0, m.H, partials.data() + size_t(j) * m.k * m.H);
+    const uint32_t cut = random_in(rng, 0, m.H);
+    expert_down_sum_rows<float>(partials.data(), size_t(m.k) * m.H, split, m.H, m.slots.data(), m.k, cut, m.H,
+                                m.hidden.data(), with_shared ? &se : nullptr);
+    expert_down_sum_rows<float>(partials.data(), size_t(m.k) * m.H, split, m.H, m.slots.data(), m.k, 0, cut,
+                                m.hidden.data(), with_shared ? &se : nullptr);
+    CHECK(std::memcmp(m.hidden.data(), expect.data(), m.H * sizeof(bf16)) == 0);
+  }
 }

@@ -92,6 +92,11 @@ const std::vector<Knob>& knobs() {
        "the GDN out_proj's row dots summed as o-proj-split's are; 0 = the plain dot", true,
        "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.gdn_out_split = split(v); }},
+      {"expert-down-split", T::Tiling, kSplit, "0",
+       "the routed experts' down dots summed as o-proj-split's are, from pieces as tasks of their own (only the "
+       "CPU executors run them); 0 = the plain dots", true,
+       "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
+       [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.expert_down_split = split(v); }},
       {"fused-mlp", T::Tiling, "PIECES[/GANG], GANG at most 255", "0",
        "each layer's MLP as one stage of PIECES tasks in gangs of GANG, down summed as down-split PIECES/GANG "
        "(refused with down-split); 0 = the gate_up and down stages",

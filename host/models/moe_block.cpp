@@ -13,6 +13,12 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
   narrow(uint64_t(k) * Im, "the routed experts' rows, num_experts_per_tok × moe_intermediate_size");
   narrow(2 * uint64_t(E) * Im, "the fused gate and up rows, 2 × num_experts × moe_intermediate_size");
   narrow(uint64_t(E) * c.hidden, "the fused down rows, num_experts × hidden_size");
+  const BuildOptions& opt = e.options();
+  e.check_split(opt.expert_down_split, Im, "expert down");
+  if (opt.devices > 1)
+    e.check_split({opt.devices, opt.devices}, Im, ("expert down over " + std::to_string(opt.devices) + " devices,").c_str());
+  down_split_ = opt.devices > 1 ? GemvSplit{opt.devices, opt.devices}
+                                : gemv_split(gemv_split_word(opt.expert_down_split.pieces, opt.expert_down_split.group));
   params_ = e.add_params(SpMoeParams{E, k, Im, normalise ? SP_MOE_NORMALISE : 0u, {}});
   logits_ = e.alloc("router_logits", SP_ARENA_WORK, SP_F32, 1, E);
   routing_ = e.alloc("routing", SP_ARENA_WORK, SP_U32, 1, 2 * uint64_t(k));
@@ -72,12 +78,21 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
     });
     e_.gemv(s_router, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
   }
+  // The routed experts' gate and up rows; over N devices device d computes rows [d Im/N,
+  // (d+1) Im/N) of every slot's expert.
+  const uint32_t N = e_.graph().devices, P = Im / N;
   Stage s_gu = e_.begin_stage(tag + "expert_gate_up");
-  const uint32_t slot_rows = k * Im;  // within 32 bits: checked above
-  e_.split(s_gu, 0, slot_rows, e_.rows_per_task(slot_rows), [&](uint32_t t0, uint32_t t1) {
-    e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, t0, t1,
-                {gate_up, h, post_norm, routing_, act_, params_, logits_});
-  });
+  for (uint32_t d = 0; d < N; ++d)
+    for (uint32_t s = 0; s < (N > 1 ? k : 1); ++s) {
+      if (N > 1) e_.on_device(d);
+      const uint32_t t0 = N > 1 ? s * Im + d * P : 0, t1 = N > 1 ? t0 + P : k * Im;  // within 32 bits: checked above
+      e_.split(s_gu, t0, t1, e_.rows_per_task(k * P), [&](uint32_t r0, uint32_t r1) {
+        e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, r0, r1,
+                    {gate_up, h, post_norm, routing_, act_, params_, logits_});
+      });
+    }
+  e_.on_device(Graph::kEveryDevice);
+  if (down_split_.pieces > 1) return emit_down_pieces(l, s_gu, down, wd_shared);
   Stage s_down = e_.begin_stage(tag + "expert_down");
   e_.split(s_down, 0, H, e_.rows_per_task(H), [&](uint32_t r0, uint32_t r1) {
     if (shared_)
@@ -87,6 +102,40 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
       e_.add_task(s_down, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN, l, r0, r1, {down, act_, routing_, h, params_});
   });
   return s_down;
+}
+
+// The down dots in pieces of Im / S columns (EXPERT_DOWN_PIECE), over N devices piece d on
+// device d into symmetric partials signalling every device, then their sum into the residual
+// on every device (EXPERT_DOWN_SUM), with the shared expert's rows where there is one.
+Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, uint32_t wd_shared) {
+  const ModelConfig& c = e_.weights().config;
+  const uint32_t H = c.hidden, k = c.experts_per_tok, S = down_split_.pieces, P = c.moe_intermediate / S;
+  const uint32_t N = e_.graph().devices, h = v_.hidden, per = e_.rows_per_task(H);
+  const std::string tag = layer_tag(l);
+  // A view a layer: over devices, an exchange's partials are written again only a step later
+  // (GraphEmitter::row_parallel says why).
+  const uint32_t partials = e_.alloc(tag + "expert_down_partials", N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK,
+                                     SP_F32, S, uint64_t(k) * H);
+  Stage s_pieces = e_.begin_stage(tag + "expert_down", N > 1);
+  for (uint32_t j = 0; j < S; ++j) {
+    if (N > 1) e_.on_device(j);
+    const std::string piece = ".piece" + std::to_string(j);
+    const uint32_t w_j = e_.columns(down, e_.graph().view_names[down] + piece, uint64_t(j) * P, P);
+    const uint32_t act_j = e_.columns(act_, "expert_act" + piece, uint64_t(j) * P, P);
+    e_.split(s_pieces, 0, H, per, [&](uint32_t r0, uint32_t r1) {
+      e_.add_task(s_pieces, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN_PIECE, l, r0, r1,
+                  {w_j, act_j, logits_, partials, params_, j});
+    });
+  }
+  e_.on_device(Graph::kEveryDevice);
+  Stage s_sum = e_.begin_stage(tag + "expert_down.sum");
+  const uint32_t none = SP_NO_VIEW;
+  e_.split(s_sum, 0, H, per, [&](uint32_t r0, uint32_t r1) {
+    e_.add_task(s_sum, s_pieces, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN_SUM, l, r0, r1,
+                {partials, logits_, h, params_, gemv_split_word(S, down_split_.group), shared_ ? wd_shared : none,
+                 shared_ ? shared_act_ : none, shared_ ? shared_logit_ : none});
+  });
+  return s_sum;
 }
 
 }  // namespace spindle

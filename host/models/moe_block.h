@@ -5,7 +5,9 @@
 // projection's, so that the k experts' rows fill the machine. With a shared expert (spec
 // §6.3), its gate and up rows (GATE_UP) and its gate's logit (a one-row GEMV) join the second
 // stage, waiting for the attention alone, so that they stream while the router runs; its down
-// rows and gate join the sum (EXPERT_DOWN_SHARED).
+// rows and gate join the sum (EXPERT_DOWN_SHARED). With BuildOptions::expert_down_split, or
+// over several devices, the down dots are summed from pieces (EXPERT_DOWN_PIECE,
+// EXPERT_DOWN_SUM: docs/multi-device.md).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,9 +28,12 @@ class MoeBlock {
   static void tensors(const ModelConfig& c, uint32_t l, std::vector<TensorSpec>& out);
 
  private:
+  Stage emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, uint32_t wd_shared);
+
   GraphEmitter& e_;
   DecoderViews v_;
   bool shared_;
+  GemvSplit down_split_;  // the down dots' pieces, or none
   uint32_t params_, logits_, routing_, act_, shared_act_ = 0, shared_logit_ = 0;
 };
 
