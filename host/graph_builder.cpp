@@ -31,7 +31,8 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   if (chunks > ctx)
     throw Error("attention chunks " + std::to_string(chunks) + " exceed the context's " + std::to_string(ctx) +
                 " positions");
-  if (opt.devices == 0) throw Error("devices must be at least 1");
+  if (opt.devices == 0 || opt.devices > Graph::kMaxDevices)
+    throw Error("devices " + std::to_string(opt.devices) + ": from 1 to " + std::to_string(Graph::kMaxDevices));
   if (opt.devices > 1) {
     const std::string over = " does not apply over " + std::to_string(opt.devices) + " devices";
     if (Hkv % opt.devices)

@@ -219,7 +219,8 @@ void check_piece_words(const Graph& g) {
 // tell every device (a broadcast signal) and run on one device (a task of every device would
 // write each row N times).
 void check_devices(const Graph& g) {
-  if (g.devices == 0) fail("0 devices");
+  if (g.devices == 0 || g.devices > Graph::kMaxDevices)
+    fail(std::to_string(g.devices) + " devices, not from 1 to " + std::to_string(Graph::kMaxDevices));
   if (g.devices == 1) {
     if (!g.task_device.empty() || !g.broadcast_counters.empty())
       fail("one device, but " + std::to_string(g.task_device.size()) + " task devices and " +

@@ -29,6 +29,9 @@ struct Graph {
   static constexpr uint32_t kVersion = 10;
   // task_device's entry of a task every device runs (the embedding, norms, the sampler…).
   static constexpr uint32_t kEveryDevice = 0xFFFFFFFFu;
+  // Devices a step may be split over: more than one host's GPUs (8, or 72 in an NVL72 rack), few
+  // enough that a graph file cannot make the CPU simulation hold its arenas thousands of times.
+  static constexpr uint32_t kMaxDevices = 256;
 
   std::string model;                    // what it was built from ("synthetic:tiny", a path)
   SpGraphParams params{};

@@ -192,7 +192,8 @@ TEST_CASE("devices: a graph over devices saved and read again runs with the same
 
 TEST_CASE("devices: a split the model or the options cannot take is refused, naming why") {
   const ModelWeights& tiny = tiny_model().weights;  // 2 kv heads
-  CHECK(error_of([&] { build_decode_graph(tiny, over(0)); }) == "devices must be at least 1");
+  CHECK(error_of([&] { build_decode_graph(tiny, over(0)); }) == "devices 0: from 1 to 256");
+  CHECK(error_of([&] { build_decode_graph(tiny, over(257)); }) == "devices 257: from 1 to 256");
   CHECK(error_of([&] { build_decode_graph(tiny, over(3)); }) ==
         "3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads) do not split evenly over "
         "them (a kv head's q heads split over devices is not built)");
@@ -265,4 +266,6 @@ TEST_CASE("devices: validate refuses device lists and exchanges that a device co
   g = good;
   g.devices = 1;
   CHECK(problem(g).starts_with("graph: one device, but "));
+  g.devices = 257;
+  CHECK(problem(g) == "graph: 257 devices, not from 1 to 256");
 }

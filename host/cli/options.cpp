@@ -134,7 +134,7 @@ CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices) {
                            "devices the step is split over (docs/multi-device.md): each runs its kv heads' attention "
                            "and its share of the dense MLP rows, and o_proj's and down's pieces are exchanged; above 1 "
                            "only the CPU executors run it, simulating the devices (threaded: --workers threads each)",
-                           1, 65535);
+                           1, Graph::kMaxDevices);
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {

@@ -37,7 +37,7 @@ bool too_large(const spindle::Graph& g) {
   uint64_t total = 0;
   for (const spindle::ArenaInfo& a : g.arenas)
     if (__builtin_add_overflow(total, a.bytes, &total) || total > kArenaCap) return true;
-  return false;
+  return total * g.devices > kArenaCap;  // each device holds most arenas apart
 }
 
 // The graph's weight arenas, filled with random bits (NaNs and infinities among them, as a
