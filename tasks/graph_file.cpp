@@ -78,6 +78,19 @@ uint32_t get_u32(const json& j, const char* key) {
   return v.get<uint32_t>();
 }
 
+// An array of 32-bit unsigned integers, each checked as get_u32 checks one.
+std::vector<uint32_t> get_u32_array(const json& j, const char* key) {
+  const json& a = j.at(key);
+  if (!a.is_array()) throw Error(std::string("'") + key + "' is not an array");
+  std::vector<uint32_t> out;
+  for (const json& v : a) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<uint32_t>::max())
+      throw Error(std::string("'") + key + "' holds an item that is not a 32-bit unsigned integer");
+    out.push_back(v.get<uint32_t>());
+  }
+  return out;
+}
+
 SpGraphParams params_from_json(const json& j) {
   SpGraphParams p{};
   for (const auto& f : kU32GraphParams) p.*f.field = get_u32(j, f.name);
@@ -140,8 +153,8 @@ void metadata_from_json(const json& j, Graph& g) {
   g.io.forced_tokens = view_id_from_json(io.at("forced_tokens"));
   g.io.out_tokens = view_id_from_json(io.at("out_tokens"));
   g.devices = get_u32(j, "devices");
-  g.task_device = j.at("task_device").get<std::vector<uint32_t>>();
-  g.broadcast_counters = j.at("broadcast_counters").get<std::vector<uint32_t>>();
+  g.task_device = get_u32_array(j, "task_device");
+  g.broadcast_counters = get_u32_array(j, "broadcast_counters");
 }
 
 std::string read_file(const std::filesystem::path& path) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -192,6 +193,37 @@ TEST_CASE("bad metadata") {
   write_bytes(f.path, bytes);
   check_load_fails(f.path, "bad metadata");
   CHECK(load_message(f.path).find("vocab") != std::string::npos);
+}
+
+// The file with its metadata JSON changed by `edit`: the header's metadata size and the
+// checksum made right again.
+std::string with_metadata(const std::string& bytes, const std::function<void(nlohmann::json&)>& edit) {
+  const size_t at = tasks_offset(bytes);
+  nlohmann::json metadata = nlohmann::json::parse(bytes.substr(24, at - 24));
+  edit(metadata);
+  const std::string text = metadata.dump();
+  std::string out = bytes.substr(0, 24) + text + bytes.substr(at);
+  const uint64_t size = text.size();
+  std::memcpy(out.data() + 8, &size, 8);
+  reseal(out);
+  return out;
+}
+
+TEST_CASE("device lists in the metadata must hold 32-bit unsigned integers") {
+  TempFile f;
+  save_graph(f.path, small_graph());
+  const std::string bytes = read_bytes(f.path);
+  for (const char* key : {"task_device", "broadcast_counters"})
+    for (const nlohmann::json& item : {nlohmann::json(-1), nlohmann::json(uint64_t(1) << 32), nlohmann::json("0")}) {
+      CAPTURE(key);
+      CAPTURE(item.dump());
+      write_bytes(f.path, with_metadata(bytes, [&](nlohmann::json& m) { m[key] = nlohmann::json::array({item}); }));
+      check_load_fails(f.path, (std::string("bad metadata: '") + key + "' holds an item that is not a 32-bit unsigned integer").c_str());
+    }
+  write_bytes(f.path, with_metadata(bytes, [](nlohmann::json& m) { m["devices"] = 2; }));
+  check_load_fails(f.path, "graph: 4 tasks but 0 task devices");
+  write_bytes(f.path, with_metadata(bytes, [](nlohmann::json& m) { m.erase("devices"); }));
+  check_load_fails(f.path, "bad metadata");
 }
 
 TEST_CASE("loading validates the graph") {
