@@ -131,9 +131,10 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
 
 CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices) {
   return add_ranged_option(cmd, "--devices", devices,
-                           "devices the step is split over (docs/multi-device.md): each runs its kv heads' attention "
-                           "and its share of the dense MLP rows, and o_proj's and down's pieces are exchanged; above 1 "
-                           "only the CPU executors run it, simulating the devices (threaded: --workers threads each)",
+                           "devices the step is split over (docs/multi-device.md): each runs its share of the kv and "
+                           "GDN heads and of the MLP, expert and LM-head rows, and the row-parallel projections' pieces "
+                           "are exchanged; above 1 only the CPU executors run it, simulating the devices (threaded: "
+                           "--workers threads each)",
                            1, Graph::kMaxDevices);
 }
 
