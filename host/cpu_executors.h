@@ -70,7 +70,7 @@ class ThreadedExecutor final : public CpuExecutor {
   // limit on threads or memory); the executor then refuses to run again.
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
-  uint32_t worker_count() const override { return workers_; }
+  uint32_t worker_count() const override { return workers_ * graph_.devices; }
 
  private:
   // The first exception a worker threw, the cause; the workers stopped by the abort it sets

@@ -15,7 +15,7 @@ void SequentialExecutor<Acc>::run_steps(uint32_t steps) {
         if (!graph_.runs_on(i, d)) continue;
         const uint64_t t0 = tracing_ ? trace_ns() : 0;
         run_task<Acc>(graph_.tasks[i], ctx[d]);
-        if (tracing_) trace_.push_back({steps_done_, i, d, t0, trace_ns(), 0});
+        if (tracing_) trace_.push_back({steps_done_, i, d, t0, trace_ns(), 0, TaskTrace::kNoSm, d});
       }
   check_devices_agree();
 }

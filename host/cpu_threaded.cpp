@@ -79,7 +79,7 @@ void ThreadedExecutor::run_one(uint32_t id, uint32_t device, uint32_t step, uint
     for (uint32_t d = 0; d < graph_.devices; ++d) counter(d, t.signal_counter).fetch_add(1, std::memory_order_release);
   else
     counter(device, t.signal_counter).fetch_add(1, std::memory_order_release);
-  if (tracing_) trace.push_back({step, task_index, id, t1, trace_ns(), t1 - t0});
+  if (tracing_) trace.push_back({step, task_index, id, t1, trace_ns(), t1 - t0, TaskTrace::kNoSm, device});
 }
 
 void ThreadedExecutor::worker(uint32_t id, uint32_t first_step, uint32_t steps, std::vector<TaskTrace>& trace) {

@@ -120,6 +120,7 @@ struct TaskTrace {
   uint32_t step, task, worker;  // worker: CUDA records the SM, the others their worker's index
   uint64_t start_ns, end_ns, wait_ns;
   uint32_t sm = kNoSm;  // Vulkan on NVIDIA: the SM the worker ran on; else kNoSm
+  uint32_t device = 0;  // the device whose task ran (graph.h devices), 0 in a graph of one
 };
 
 class Executor {
@@ -133,7 +134,7 @@ class Executor {
   // Zeroes the per-sequence recurrent state (the RECURRENT arena: the Gated DeltaNet layers'
   // conv and delta-rule states), so that the next step starts a sequence.
   virtual void clear_recurrent_state() = 0;
-  // Workers that take tasks (threads, CUDA blocks or Vulkan workgroups).
+  // Workers that take tasks (threads, CUDA blocks or Vulkan workgroups), every device's.
   virtual uint32_t worker_count() const { return 1; }
   // The driver's statistics of the compiled device code; empty where the executor or the
   // driver offers none.

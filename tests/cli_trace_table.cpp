@@ -28,6 +28,7 @@ struct Row {
   int layer;
   std::string op, stage;
   uint64_t start_ns, end_ns, wait_ns, bytes_read, bytes_written;
+  uint32_t device;
 };
 
 std::vector<std::string> split(const std::string& line) {
@@ -44,10 +45,10 @@ std::vector<Row> read_rows(const std::string& csv) {
   std::vector<Row> rows;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = split(line);
-    REQUIRE(f.size() == 11);
+    REQUIRE(f.size() == 12);
     rows.push_back({uint32_t(std::stoul(f[0])), uint32_t(std::stoul(f[1])), uint32_t(std::stoul(f[5])), std::stoi(f[3]),
                     f[2], f[4], std::stoull(f[6]), std::stoull(f[7]), std::stoull(f[8]), std::stoull(f[9]),
-                    std::stoull(f[10])});
+                    std::stoull(f[10]), uint32_t(std::stoul(f[11]))});
   }
   return rows;
 }
@@ -138,7 +139,7 @@ TEST_CASE("trace export --csv writes a row per traced task run with the bytes it
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const std::string table = slurp(csv);
-  CHECK(table.rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns,bytes_read,bytes_written\n", 0) == 0);
+  CHECK(table.rfind("step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns,bytes_read,bytes_written,device\n", 0) == 0);
   const std::vector<Row> rows = read_rows(table);
 
   // The metadata: what the summary printed, and the graph's context.
@@ -147,6 +148,7 @@ TEST_CASE("trace export --csv writes a row per traced task run with the bytes it
   CHECK(meta.at("model") == "synthetic:tiny");
   CHECK(meta.at("executor") == "threaded (2 workers, ticket)");
   CHECK(meta.at("workers") == 2);
+  CHECK(meta.at("devices") == 1);
   CHECK(meta.at("ceiling") == "host memcpy");
   CHECK(meta.at("first_position") == 3);
   CHECK(meta.at("prompt_tokens") == 2);
@@ -168,6 +170,8 @@ TEST_CASE("trace export --csv writes a row per traced task run with the bytes it
     CHECK(e.at("cat") == row.op);
     CHECK(e.at("name") == row.op + (row.layer < 0 ? "" : " L" + std::to_string(row.layer)));
     CHECK(e.at("tid") == row.worker);
+    CHECK(e.at("pid") == row.device);
+    CHECK(row.device == 0);  // a graph of one device
     CHECK(e.at("ts").get<double>() == row.start_ns / 1e3);
     CHECK(e.at("dur").get<double>() == (row.end_ns - row.start_ns) / 1e3);
     CHECK(e.at("args").at("wait_us").get<double>() == row.wait_ns / 1e3);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,29 @@ TEST_CASE("devices: a graph over devices saved and read again runs with the same
   CHECK(read.broadcast_counters == g.broadcast_counters);
   check_same(run_decode(read, w, threaded(2, ScheduleKind::Ticket), kPrompt, kNewTokens),
              run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
+}
+
+TEST_CASE("devices: a trace records each task run with its device, a task of every device once a device") {
+  const ModelWeights w = four_kv_heads("tiny-moe");
+  const Graph g = build_decode_graph(w, over(2));
+  for (ExecutorOptions o : {ExecutorOptions{ExecutorKind::Sequential}, threaded(2, ScheduleKind::Ticket)}) {
+    CAPTURE(executor_kind_name(o.kind));
+    const std::unique_ptr<Executor> ex = make_executor(g, w, o);
+    CHECK(ex->worker_count() == (o.kind == ExecutorKind::Threaded ? 4u : 1u));
+    ex->set_tracing(true);
+    decode(*ex, g, kPrompt, 2, {});
+    std::vector<std::vector<uint32_t>> runs(g.tasks.size(), std::vector<uint32_t>(2, 0));
+    uint32_t steps = 0;
+    for (const TaskTrace& t : ex->trace()) {
+      steps = std::max(steps, t.step + 1);
+      REQUIRE(t.device < 2);
+      CHECK(g.runs_on(t.task, t.device));
+      if (o.kind == ExecutorKind::Threaded) CHECK(t.worker / 2 == t.device);  // device d's workers 2d, 2d + 1
+      ++runs[t.task][t.device];
+    }
+    for (size_t i = 0; i < g.tasks.size(); ++i)
+      for (uint32_t d = 0; d < 2; ++d) CHECK(runs[i][d] == (g.runs_on(i, d) ? steps : 0u));
+  }
 }
 
 TEST_CASE("devices: a split the model or the options cannot take is refused, naming why") {

@@ -18,14 +18,14 @@ void write_trace_table(const Graph& g, const std::vector<TaskTrace>& trace, uint
   uint32_t first_step = UINT32_MAX;
   for (const TaskTrace& t : trace) first_step = std::min(first_step, t.step);
   std::ofstream f = open_output(csv_path, option);
-  f << "step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns,bytes_read,bytes_written\n";
+  f << "step,task,op,layer,stage,worker,start_ns,end_ns,wait_ns,bytes_read,bytes_written,device\n";
   for (const TaskTrace& t : trace) {
     const SpTask& task = g.tasks[t.task];
     const TaskBytes bytes = task_bytes(g, task, first_position + (t.step - first_step));
     f << t.step << ',' << t.task << ',' << sp_opcode_name(task.op) << ','
       << (task.layer == 0xFFFFFFFFu ? -1 : int64_t(task.layer)) << ',' << g.counter_names[task.signal_counter] << ','
       << t.worker << ',' << t.start_ns << ',' << t.end_ns << ',' << t.wait_ns << ',' << bytes.read << ','
-      << bytes.written << '\n';
+      << bytes.written << ',' << t.device << '\n';
   }
   close_output(f, csv_path, option);
   const std::string meta_path = trace_meta_path(csv_path);
