@@ -227,15 +227,19 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
                            operand_data<RoutingSlot>(t, c, 3));
 }
 
+// The shared expert of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: operands 5 (its down rows), 6 (its
+// activations) and 7 (its gate's logit).
+inline SharedExpert shared_expert(const SpTask& t, const TileContext& c) {
+  return {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
+          operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
+}
+
 // EXPERT_DOWN's rows, and with `shared` EXPERT_DOWN_SHARED's (operands 5-7 the shared expert).
 template <class Acc>
 void expert_down_tiles(const SpTask& t, const TileContext& c, bool shared) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
   const SpView& W = operand_view(t, c, 0);
-  SharedExpert s{};
-  if (shared)
-    s = {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
-         operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
+  const SharedExpert s = shared ? shared_expert(t, c) : SharedExpert{};
   expert_down_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, p.expert_rows,
                         operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,
                         routing_slots(t, c, 2, p), p.slots, t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 3),
@@ -274,11 +278,8 @@ template <class Acc>
 void run_expert_down_sum(const SpTask& t, const TileContext& c) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 3);  // validate() checked it
   const SpView& partials = operand_view(t, c, 0);
-  SharedExpert s{};
   const bool shared = t.operand[5] != SP_NO_VIEW;
-  if (shared)
-    s = {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
-         operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
+  const SharedExpert s = shared ? shared_expert(t, c) : SharedExpert{};
   expert_down_sum_rows<Acc>(operand_data<const float>(t, c, 0), partials.row_stride, gemv_split(t.operand[4]),
                             partials.cols / p.slots, routed_slots<Acc>(t, c, 1, p).data(), p.slots, t.tile_begin,
                             t.tile_end, operand_data<bf16>(t, c, 2), shared ? &s : nullptr);

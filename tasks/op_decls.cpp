@@ -140,10 +140,17 @@ void check_piece_dots(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.matrix(2, SP_F32, uint64_t(j) + 1, t.tile_end, "partial rows up to the piece's, as wide as the rows");
 }
 
+// The split whose pieces a sum task (PIECE_SUM, EXPERT_DOWN_SUM) adds, from its operand k.
+GemvSplit summed_split(const SpTask& t, uint32_t k) {
+  const GemvSplit s = gemv_split(t.operand[k]);
+  const std::string operand = "operand " + str(k) + " 'split'";
+  if (s.pieces < 2) refuse(operand + " has fewer than 2 pieces: there is nothing to sum");
+  if (s.pieces % s.group) refuse(operand + ": its groups do not divide its pieces");
+  return s;
+}
+
 void check_piece_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const GemvSplit s = gemv_split(t.operand[3]);
-  if (s.pieces < 2) refuse("operand 3 'split' has fewer than 2 pieces: there is nothing to sum");
-  if (s.pieces % s.group) refuse("operand 3 'split': its groups do not divide its pieces");
+  const GemvSplit s = summed_split(t, 3);
   o.matrix(0, SP_F32, s.pieces, t.tile_end, "partial rows of every piece, as wide as the rows");
   o.array(1, {SP_BF16}, t.tile_end, "rows the tiles write");
   if (o.present(2)) o.array(2, {SP_BF16}, t.tile_end, "residual rows the tiles read");
@@ -205,13 +212,19 @@ void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.array(3, {SP_BF16}, t.tile_end, "hidden rows the tiles add to");
 }
 
-void check_expert_down_shared(const Graph& g, const SpTask& t, const OperandCheck& o) {
-  check_expert_down(g, t, o);
+// The shared expert's operands of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: 5 its down rows, 6 its
+// activations, 7 its gate's logit.
+void check_shared_expert(const SpTask& t, const OperandCheck& o) {
   o.row_length(5);
   const SpView& Wd = o.view(5);
   o.matrix(5, SP_BF16, t.tile_end, Wd.cols, "shared expert rows the tiles compute");
   o.array(6, {SP_BF16}, Wd.cols, "activations of the shared expert");
   o.array(7, {SP_BF16}, 1, "shared expert gate logit");
+}
+
+void check_expert_down_shared(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  check_expert_down(g, t, o);
+  check_shared_expert(t, o);
 }
 
 void check_expert_down_piece(const Graph&, const SpTask& t, const OperandCheck& o) {
@@ -231,9 +244,7 @@ void check_expert_down_piece(const Graph&, const SpTask& t, const OperandCheck& 
 
 void check_expert_down_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
   const SpMoeParams& p = moe_params(o, 3);
-  const GemvSplit s = gemv_split(t.operand[4]);
-  if (s.pieces < 2) refuse("operand 4 'split' has fewer than 2 pieces: there is nothing to sum");
-  if (s.pieces % s.group) refuse("operand 4 'split': its groups do not divide its pieces");
+  const GemvSplit s = summed_split(t, 4);
   const SpView& partials = o.view(0);
   if (partials.cols % p.slots) refuse(o.name(0) + "'s rows are not " + str(p.slots) + " slots' rows alike");
   o.matrix(0, SP_F32, s.pieces, uint64_t(p.slots) * t.tile_end, "partial rows of every piece, a row of every slot");
@@ -245,12 +256,8 @@ void check_expert_down_sum(const Graph&, const SpTask& t, const OperandCheck& o)
     if (o.present(6) || o.present(7)) refuse("a shared expert's activations or gate without its down rows (operand 5)");
     return;
   }
-  o.row_length(5);
-  const SpView& Wd = o.view(5);
-  o.matrix(5, SP_BF16, t.tile_end, Wd.cols, "shared expert rows the tiles compute");
   if (!o.present(6) || !o.present(7)) refuse("the shared expert's down rows without its activations and gate");
-  o.array(6, {SP_BF16}, Wd.cols, "activations of the shared expert");
-  o.array(7, {SP_BF16}, 1, "shared expert gate logit");
+  check_shared_expert(t, o);
 }
 
 uint64_t tiles(const SpTask& t) { return t.tile_end - t.tile_begin; }
