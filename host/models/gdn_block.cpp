@@ -105,7 +105,7 @@ Stage GdnBlock::emit(uint32_t l, const Stage& prev) {
   std::vector<std::pair<uint32_t, uint32_t>> share;  // device 0's, each range [begin, end) of the projections
   if (N == 1) share = {{0, C_ + Cv_ + 2 * Hv_}};
   else
-    for (const auto [at, width] : {std::pair{0u, Ck_}, {Ck_, Ck_}, {2 * Ck_, Cv_}, {C_, Cv_}, {C_ + Cv_, Hv_},
+    for (const auto& [at, width] : {std::pair{0u, Ck_}, {Ck_, Ck_}, {2 * Ck_, Cv_}, {C_, Cv_}, {C_ + Cv_, Hv_},
                                    {C_ + Cv_ + Hv_, Hv_}})
       share.push_back({at, at + width / N});
   struct Projection {
@@ -123,7 +123,7 @@ Stage GdnBlock::emit(uint32_t l, const Stage& prev) {
   for (uint32_t d = 0; d < N; ++d) {
     if (N > 1) e_.on_device(d);
     for (const Projection& p : projections)
-      for (const auto [begin, end] : share) {
+      for (const auto& [begin, end] : share) {
         const uint32_t offset = (end - begin) * d;  // a range of device d is device 0's moved on
         const uint32_t r0 = std::max(begin + offset, p.s.at), r1 = std::min(end + offset, p.s.at + p.s.rows);
         if (r0 < r1) e_.gemv(s_in, prev, l, p.w, r0 - p.s.at, r1 - p.s.at, per, h, in_norm, p.out, SP_NO_VIEW);
