@@ -7,7 +7,10 @@ name without its layer tag, e.g. `router` for `L3.router`) are summarised over l
 steps: the median share, the median span (first start to last end), and the tasks' mean busy
 and waiting time. Standard library only, so it runs wherever the trace was taken.
 
-    python3 scripts/trace_stages.py tasks.csv [--skip-steps N]
+In a trace over several devices (`--devices`), one device's tasks: --device (default 0), since
+each device runs its own copy of the step, on its own clock on GPUs.
+
+    python3 scripts/trace_stages.py tasks.csv [--skip-steps N] [--device D]
 """
 import argparse
 import csv
@@ -20,11 +23,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="the CSV of `spindle trace export --csv`")
     ap.add_argument("--skip-steps", type=int, default=1, help="leading steps left out (warm-up; default 1)")
+    ap.add_argument("--device", type=int, default=0, help="the device whose tasks count (default 0)")
     args = ap.parse_args()
+    devices = set()
 
     stages = defaultdict(lambda: {"start": None, "end": 0, "busy": [], "wait": []})
     with open(args.csv, newline="") as f:
         for row in csv.DictReader(f):
+            devices.add(int(row.get("device", 0)))
+            if int(row.get("device", 0)) != args.device:
+                continue
             step = int(row["step"])
             s = stages[(step, row["stage"])]
             start, end = int(row["start_ns"]), int(row["end_ns"])
@@ -33,6 +41,8 @@ def main():
             s["busy"].append(end - start)
             s["wait"].append(int(row["wait_ns"]))
 
+    if args.device not in devices:
+        raise SystemExit(f"trace_stages: no task of device {args.device} (the trace has devices {sorted(devices)})")
     steps = sorted({step for step, _ in stages})[args.skip_steps:]
     if not steps:
         raise SystemExit(f"trace_stages: no step left after skipping {args.skip_steps}")
@@ -52,6 +62,8 @@ def main():
             prev_end = s["end"]
 
     total = statistics.median(step_ns)
+    if len(devices) > 1:
+        print(f"device {args.device} of {len(devices)}")
     print(f"steps {len(steps)}, median step {total / 1e3:.1f} us (first task's start to last task's end)")
     print(f"{'stage':<24}{'per step':>9}{'share us':>10}{'sum us':>9}{'% step':>8}{'span us':>9}{'busy us':>9}"
           f"{'wait us':>9}{'tasks':>7}")

@@ -9,7 +9,10 @@ away from the ends (the first and last min(4, L/4)). Where `trace_stages.py` say
 stage holds the step, this says how soon its tasks start after their dependency ends (the hop)
 and how their ends spread (the tail). Standard library only.
 
-    python3 scripts/trace_timeline.py tasks.csv [--skip-steps N]
+In a trace over several devices (`--devices`), one device's tasks: --device (default 0), since
+each device runs its own copy of the step, on its own clock on GPUs.
+
+    python3 scripts/trace_timeline.py tasks.csv [--skip-steps N] [--device D]
 """
 import argparse
 import csv
@@ -22,16 +25,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="the CSV of `spindle trace export --csv`")
     ap.add_argument("--skip-steps", type=int, default=2, help="leading steps left out (warm-up; default 2)")
+    ap.add_argument("--device", type=int, default=0, help="the device whose tasks count (default 0)")
     args = ap.parse_args()
+    devices = set()
 
     runs = defaultdict(list)  # (step, layer, stage kind) -> [(start, end, wait)]
     with open(args.csv, newline="") as f:
         for row in csv.DictReader(f):
+            devices.add(int(row.get("device", 0)))
+            if int(row.get("device", 0)) != args.device:
+                continue
             m = re.match(r"L(\d+)\.(.*)", row["stage"])
             if int(row["step"]) < args.skip_steps or not m:
                 continue
             runs[(int(row["step"]), int(m.group(1)), m.group(2))].append(
                 (int(row["start_ns"]), int(row["end_ns"]), int(row["wait_ns"])))
+    if args.device not in devices:
+        raise SystemExit(f"trace_timeline: no task of device {args.device} (the trace has devices {sorted(devices)})")
     if not runs:
         raise SystemExit(f"trace_timeline: no layer stage left after skipping {args.skip_steps} steps")
     layers = sorted({layer for _, layer, _ in runs})
@@ -63,6 +73,8 @@ def main():
     if not stats:
         raise SystemExit("trace_timeline: too few layers for a timeline")
 
+    if len(devices) > 1:
+        print(f"device {args.device} of {len(devices)}")
     columns = ["tasks", "first start", "median start", "busy", "median end", "last end", "wait"]
     print(f"{'stage':22s}" + "".join(f"{c:>13s}" for c in columns) + "   (us, from the stage before's last end)")
     total = 0.0
