@@ -33,6 +33,11 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                 " positions");
   if (opt.devices == 0 || opt.devices > Graph::kMaxDevices)
     throw Error("devices " + std::to_string(opt.devices) + ": from 1 to " + std::to_string(Graph::kMaxDevices));
+  if (opt.expert_parallel && opt.devices < 2)
+    throw Error("expert parallel splits the routed experts over devices: it needs devices above 1");
+  if (opt.expert_parallel && !c.num_experts)
+    throw Error(std::string("expert parallel splits the routed experts over devices, and a ") + family_name(c.family) +
+                " model has none");
   if (opt.devices > 1) {
     const std::string over = " does not apply over " + std::to_string(opt.devices) + " devices";
     if (Hkv % opt.devices)

@@ -56,6 +56,12 @@ struct BuildOptions {
   // sampler) run whole on every device. The devices must divide the kv heads and the GDN key
   // heads; excludes kv_head_waits, fused_mlp and the splits.
   uint32_t devices = 1;
+  // Over several devices, the routed experts expert-parallel instead: device d holds experts
+  // [d E/N, (d+1) E/N) and computes the slots routed to them whole (their gate and up rows,
+  // their down dots), and every device sums the k slots' rows, exchanged, in slot order: the
+  // bits of the graph with the experts' down unsplit, but each device's load follows the
+  // routing. The devices must divide the experts.
+  bool expert_parallel = false;
 };
 
 // The builder's choices when BuildOptions leaves them at 0. Rows per task: a multiple of 8 (one

@@ -21,6 +21,13 @@ struct RoutingSlot {
 };
 static_assert(sizeof(RoutingSlot) == 8, "a routing slot is two 32-bit words");
 
+// The experts a device holds (expert parallel, tasks/op_params.h SpMoeParams::held_first): the
+// expert tiles skip the slots of the others; count 0: every expert.
+struct HeldExperts {
+  uint32_t first = 0, count = 0;
+  bool holds(uint32_t e) const { return count == 0 || (e >= first && e - first < count); }
+};
+
 // Whether expert i's logit a comes before expert j's b in the choice: the larger first, the
 // lower expert on a tie, a NaN after every number.
 SP_HDI bool routes_before(float a, uint32_t i, float b, uint32_t j) {
@@ -101,14 +108,16 @@ struct ExpertGateUp {
 
 // Tiles [t0, t1) of the routed experts' gate and up rows, slot-major: tile t is row r = t % Im
 // of slot s = t / Im; act[s][r] = swiglu(r(Ŵg_e,r · n̂), r(Ŵu_e,r · n̂)) as GATE_UP's, e the
-// slot's expert (checked below E by the caller).
+// slot's expert (checked below E by the caller), for the slots whose expert is `held`.
 template <class Acc>
 void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const NormSpec& norm,
-                         const RoutingSlot* slots, uint32_t t0, uint32_t t1, bf16* act, size_t act_stride) {
+                         const RoutingSlot* slots, uint32_t t0, uint32_t t1, bf16* act, size_t act_stride,
+                         HeldExperts held = {}) {
   const std::vector<Acc> n = projection_input<Acc>(x, H, norm);
   const uint32_t Im = w.expert_rows;
   for (uint32_t t = t0; t < t1; ++t) {
     const uint32_t s = t / Im, r = t % Im;
+    if (!held.holds(slots[s].expert)) continue;
     const bf16* gate = w.W + (size_t(slots[s].expert) * 2 * Im + r) * w.row_stride;
     const Acc g = rounded(row_dot(gate, n.data(), H));
     const Acc u = rounded(row_dot(gate + size_t(Im) * w.row_stride, n.data(), H));
@@ -122,10 +131,10 @@ void expert_gate_up_rows(const ExpertGateUp& w, const bf16* x, uint32_t H, const
 template <class Acc>
 void expert_gate_up_task(const ExpertGateUp& w, const bf16* x, uint32_t H, const NormSpec& norm, const float* logits,
                          uint32_t E, uint32_t k, bool normalise, uint32_t t0, uint32_t t1, bf16* act, size_t act_stride,
-                         RoutingSlot* routing) {
+                         RoutingSlot* routing, HeldExperts held = {}) {
   std::vector<RoutingSlot> slots(k);
   route<Acc>(logits, E, k, normalise, slots.data());
-  expert_gate_up_rows<Acc>(w, x, H, norm, slots.data(), t0, t1, act, act_stride);
+  expert_gate_up_rows<Acc>(w, x, H, norm, slots.data(), t0, t1, act, act_stride, held);
   if (t0 == 0) std::copy(slots.begin(), slots.end(), routing);
 }
 
@@ -184,12 +193,15 @@ void expert_down_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t Im
 
 // A piece of the routed experts' down dots over rows [r0, r1) (opcodes.h
 // SP_OP_EXPERT_DOWN_PIECE): Wd and act are the piece's P columns of every expert's down rows and
-// of every slot's activations; slot s's dot of row r goes to partial_row[s·H + r], f32.
+// of every slot's activations; slot s's dot of row r goes to partial_row[s·H + r], f32, for the
+// slots whose expert is `held` (expert parallel: the piece is then every column, the slot's
+// whole dot).
 template <class Acc>
 void expert_down_piece_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint32_t P, const bf16* act,
                             size_t act_stride, const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1,
-                            float* partial_row) {
+                            float* partial_row, HeldExperts held = {}) {
   for (uint32_t s = 0; s < k; ++s) {
+    if (!held.holds(slots[s].expert)) continue;
     const std::vector<Acc> a = projection_input<Acc>(act + s * act_stride, P, NormSpec{});
     for (uint32_t r = r0; r < r1; ++r)
       partial_row[size_t(s) * H + r] = float(row_dot(Wd + (size_t(slots[s].expert) * H + r) * row_stride, a.data(), P));

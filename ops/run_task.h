@@ -224,7 +224,7 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
                            {operand_data<const bf16>(t, c, 2), c.params->norm_kind, c.params->rms_eps},
                            operand_data<const float>(t, c, 6), p.experts, p.slots, p.flags & SP_MOE_NORMALISE,
                            t.tile_begin, t.tile_end, operand_data<bf16>(t, c, 4), operand_view(t, c, 4).row_stride,
-                           operand_data<RoutingSlot>(t, c, 3));
+                           operand_data<RoutingSlot>(t, c, 3), {p.held_first, p.held_count});
 }
 
 // The shared expert of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: operands 5 (its down rows), 6 (its
@@ -271,7 +271,8 @@ void run_expert_down_piece(const SpTask& t, const TileContext& c) {
   expert_down_piece_rows<Acc>(operand_data<const bf16>(t, c, 0), W.row_stride, W.rows / p.experts, W.cols,
                               operand_data<const bf16>(t, c, 1), operand_view(t, c, 1).row_stride,
                               routed_slots<Acc>(t, c, 2, p).data(), p.slots, t.tile_begin, t.tile_end,
-                              operand_data<float>(t, c, 3) + size_t(t.operand[5]) * partials.row_stride);
+                              operand_data<float>(t, c, 3) + size_t(t.operand[5]) * partials.row_stride,
+                              {p.held_first, p.held_count});
 }
 
 template <class Acc>

@@ -140,17 +140,18 @@ void check_piece_dots(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.matrix(2, SP_F32, uint64_t(j) + 1, t.tile_end, "partial rows up to the piece's, as wide as the rows");
 }
 
-// The split whose pieces a sum task (PIECE_SUM, EXPERT_DOWN_SUM) adds, from its operand k.
-GemvSplit summed_split(const SpTask& t, uint32_t k) {
+// The split whose pieces a sum task (PIECE_SUM, EXPERT_DOWN_SUM) adds, from its operand k: at
+// least `least` pieces.
+GemvSplit summed_split(const SpTask& t, uint32_t k, uint32_t least) {
   const GemvSplit s = gemv_split(t.operand[k]);
   const std::string operand = "operand " + str(k) + " 'split'";
-  if (s.pieces < 2) refuse(operand + " has fewer than 2 pieces: there is nothing to sum");
+  if (s.pieces < least) refuse(operand + " has fewer than " + str(least) + " pieces: there is nothing to sum");
   if (s.pieces % s.group) refuse(operand + ": its groups do not divide its pieces");
   return s;
 }
 
 void check_piece_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const GemvSplit s = summed_split(t, 3);
+  const GemvSplit s = summed_split(t, 3, 2);
   o.matrix(0, SP_F32, s.pieces, t.tile_end, "partial rows of every piece, as wide as the rows");
   o.array(1, {SP_BF16}, t.tile_end, "rows the tiles write");
   if (o.present(2)) o.array(2, {SP_BF16}, t.tile_end, "residual rows the tiles read");
@@ -161,19 +162,29 @@ void check_piece_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
 constexpr uint32_t kMaxExperts = 4096;
 
 // The MoE record operand k names, checked: 1 <= k slots <= E <= kMaxExperts, and the expert
-// rows not 0, so every routed read below is inside the fused views checked against them.
-const SpMoeParams& moe_params(const OperandCheck& o, uint32_t k) {
+// rows not 0, so every routed read below is inside the fused views checked against them. Held
+// experts other than all (expert parallel) only where `holds` (EXPERT_GATE_UP and
+// EXPERT_DOWN_PIECE skip the others' slots) and in a graph over several devices (a device's
+// share; the GPU executors, which run one device, compute every slot).
+const SpMoeParams& moe_params(const Graph& g, const OperandCheck& o, uint32_t k, bool holds = false) {
   const SpMoeParams& p = sp_op_record<SpMoeParams>(o.params(k));
   if (p.experts == 0 || p.experts > kMaxExperts || p.slots == 0 || p.slots > p.experts)
     refuse("its MoE parameters choose " + str(p.slots) + " of " + str(p.experts) +
            " experts, not between 1 and the experts, at most " + str(kMaxExperts));
   if (p.expert_rows == 0) refuse("its MoE parameters give experts of 0 rows");
   if (p.flags & ~SP_MOE_NORMALISE) refuse("its MoE parameters set flags " + str(p.flags) + ", which mean nothing");
+  if (p.held_count == 0) return p;
+  const std::string held = "its MoE parameters hold experts " + str(p.held_first) + ".." +
+                           str(uint64_t(p.held_first) + p.held_count);
+  if (!holds) refuse(held + ": only expert_gate_up and expert_down_piece tasks skip other devices' experts");
+  if (p.held_first > p.experts || p.held_count > p.experts - p.held_first)
+    refuse(held + ", past the " + str(p.experts) + " experts");
+  if (g.devices < 2) refuse(held + " in a graph of one device, which must compute every expert's slots");
   return p;
 }
 
-void check_router(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 4);
+void check_router(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(g, o, 4);
   o.row_length(0);
   const uint32_t H = o.view(0).cols;
   o.matrix(0, SP_BF16, p.experts, H, "rows of every expert");
@@ -183,8 +194,8 @@ void check_router(const Graph&, const SpTask& t, const OperandCheck& o) {
   o.array(3, {SP_F32}, p.experts, "logits of every expert");
 }
 
-void check_expert_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 5);
+void check_expert_gate_up(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(g, o, 5, true);
   o.row_length(0);
   const uint32_t H = o.view(0).cols;
   o.matrix(0, SP_BF16, 2 * uint64_t(p.experts) * p.expert_rows, H, "gate and up rows of every expert");
@@ -198,8 +209,8 @@ void check_expert_gate_up(const Graph&, const SpTask& t, const OperandCheck& o) 
   o.array(6, {SP_F32}, p.experts, "router logits of every expert");
 }
 
-void check_expert_down(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 4);
+void check_expert_down(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(g, o, 4);
   o.row_length(0);
   const SpView& W = o.view(0);
   if (W.cols != p.expert_rows)
@@ -227,8 +238,8 @@ void check_expert_down_shared(const Graph& g, const SpTask& t, const OperandChec
   check_shared_expert(t, o);
 }
 
-void check_expert_down_piece(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 4);
+void check_expert_down_piece(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(g, o, 4, true);
   o.row_length(0);
   const SpView& W = o.view(0);
   const uint32_t P = W.cols;
@@ -242,9 +253,9 @@ void check_expert_down_piece(const Graph&, const SpTask& t, const OperandCheck& 
   o.matrix(3, SP_F32, uint64_t(t.operand[5]) + 1, p.slots * H, "partial rows up to the piece's, a row of every slot");
 }
 
-void check_expert_down_sum(const Graph&, const SpTask& t, const OperandCheck& o) {
-  const SpMoeParams& p = moe_params(o, 3);
-  const GemvSplit s = summed_split(t, 4);
+void check_expert_down_sum(const Graph& g, const SpTask& t, const OperandCheck& o) {
+  const SpMoeParams& p = moe_params(g, o, 3);
+  const GemvSplit s = summed_split(t, 4, 1);  // 1: the slots' rows exchanged whole
   const SpView& partials = o.view(0);
   if (partials.cols % p.slots) refuse(o.name(0) + "'s rows are not " + str(p.slots) + " slots' rows alike");
   o.matrix(0, SP_F32, s.pieces, uint64_t(p.slots) * t.tile_end, "partial rows of every piece, a row of every slot");
@@ -267,13 +278,21 @@ const SpMoeParams& moe_record(const Graph& g, const SpTask& t, uint32_t k) {
   return sp_op_record<SpMoeParams>(g.op_params[t.operand[k]]);
 }
 
+// A task's routed bytes when it computes every slot, times the share of the experts it holds
+// (expert parallel: the bytes it reads when the routing spreads evenly over the experts, so
+// that the devices' tasks of a stage add up to every slot's).
+uint64_t held_share(const SpMoeParams& p, uint64_t every_slot) {
+  return p.held_count ? every_slot * p.held_count / p.experts : every_slot;
+}
+
 uint64_t expert_gate_up_bytes(const Graph& g, const SpTask& t) {
-  return 2 * tiles(t) * g.views[t.operand[0]].cols * sizeof(uint16_t);
+  return held_share(moe_record(g, t, 5), 2 * tiles(t) * g.views[t.operand[0]].cols * sizeof(uint16_t));
 }
 
 // The slots' rows of its tiles (EXPERT_DOWN_PIECE's W view is its piece's columns).
 uint64_t expert_down_bytes(const Graph& g, const SpTask& t) {
-  return tiles(t) * moe_record(g, t, 4).slots * g.views[t.operand[0]].cols * sizeof(uint16_t);
+  const SpMoeParams& p = moe_record(g, t, 4);
+  return held_share(p, tiles(t) * p.slots * g.views[t.operand[0]].cols * sizeof(uint16_t));
 }
 
 // A projection stages its (normed) input: the columns of its first operand.

@@ -47,7 +47,8 @@ struct OpDecl {
   // serve: what keeps every executor inside the task's views (docs/graph-format.md).
   void (*check)(const Graph& g, const SpTask& t, const OperandCheck& o);
   // Bytes of its routed operands' weights the task reads a step (the chosen experts' rows:
-  // the same count whichever they are), or nullptr for an op without routed operands. Its
+  // the same count whichever they are; expert parallel, its device's share of them when the
+  // routing spreads evenly), or nullptr for an op without routed operands. Its
   // other weights are its views' (host/cli/graph_stats.h counts both).
   uint64_t (*routed_weight_bytes)(const Graph& g, const SpTask& t);
   // bf16 elements of input the op's tiles stage in shared memory (with the room of the 32-bit

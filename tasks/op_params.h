@@ -19,8 +19,14 @@ struct SpMoeParams {
   uint32_t slots;        // k: experts chosen a token (num_experts_per_tok)
   uint32_t expert_rows;  // Im: an expert's gate (and up) rows, its down's columns
   uint32_t flags;        // SP_MOE_*
-  uint32_t reserved[4];
+  // The experts this task's device holds (expert parallel, docs/multi-device.md): EXPERT_GATE_UP
+  // and EXPERT_DOWN_PIECE skip a slot whose expert lies outside [held_first, held_first +
+  // held_count); held_count 0: every expert, which the other ops' records must say.
+  uint32_t held_first;
+  uint32_t held_count;
+  uint32_t reserved[2];
 };
+
 
 #ifdef __cplusplus
 static_assert(sizeof(SpOpParams) == 32, "SpOpParams must stay 8 words");

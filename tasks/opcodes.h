@@ -122,7 +122,8 @@ enum SpOpcode : uint32_t {
   // (ops/moe.h expert_gate_up_task). Tile t is row r = t % Im of slot s = t / Im, whose expert e
   // the routing names; act[s][r] = r(r(silu(r(Wg_e[r]·n))) * r(Wu_e[r]·n)) as GATE_UP,
   // n = normed(x). Expert e's gate rows are rows e·2Im + r of W, its up rows e·2Im + Im + r
-  // (experts fused gate-then-up, as HF holds them). Tiles: slot-major rows.
+  // (experts fused gate-then-up, as HF holds them). A slot whose expert the params' held experts
+  // leave out is skipped (expert parallel: another device computes it). Tiles: slot-major rows.
   //   0 W [E·2Im, H] bf16   1 x [H] bf16   2 norm weight [H] bf16   3 routing [2k] u32, written
   //   4 act [k, Im] bf16, written   5 params (SpMoeParams)   6 logits [E] f32
   SP_OP_EXPERT_GATE_UP = 9,
@@ -183,7 +184,9 @@ enum SpOpcode : uint32_t {
   // routes the token from the router's logits as EXPERT_GATE_UP does. EXPERT_DOWN_PIECE: piece j
   // of S, for rows [tile_begin, tile_end) of hidden: for each slot s, its expert e's down row r
   // (row e·H + r of W) · act_s over the piece's columns, as f32, into partial row j, column
-  // s·H + r. Tiles: rows of hidden.
+  // s·H + r, for the slots whose expert the params hold (expert parallel: every device writes
+  // the partial row 0 of its experts' slots, the piece then being every column). Tiles: rows of
+  // hidden.
   //   0 W [E·H, Im/S] bf16 (the piece's columns, row stride Im)   1 act [k, Im/S] bf16 (the
   //   piece's columns)   2 logits [E] f32   3 partials [S, k·H] f32   4 params (SpMoeParams)
   //   5 imm the piece j
@@ -192,7 +195,8 @@ enum SpOpcode : uint32_t {
   // split_row_dot sums them), then hidden[r] as EXPERT_DOWN (or with a shared expert
   // EXPERT_DOWN_SHARED) adds the slots' y_s (ops/moe.h expert_down_sum_rows). Tiles: rows of hidden.
   //   0 partials [S, k·H] f32   1 logits [E] f32   2 hidden [H] bf16, in place   3 params
-  //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2)   5 shared Wd [H, Is] bf16 or SP_NO_VIEW
+  //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2; 0: one piece, each slot's whole dot,
+  //   expert parallel)   5 shared Wd [H, Is] bf16 or SP_NO_VIEW
   //   6 shared act [Is] bf16 (with 5)   7 shared gate logit [1] bf16 (with 5)
   SP_OP_EXPERT_DOWN_SUM = 17,
   SP_OP_COUNT_ = 18  // one past the largest opcode

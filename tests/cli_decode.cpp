@@ -110,3 +110,24 @@ TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, a
   CHECK(three.status != 0);
   CHECK(three.err_has("3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads)"));
 }
+
+TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the experts' dots whole, and is refused "
+          "on one device or with a saved graph") {
+  const std::string model = "--model synthetic:tiny-moe --max-new-tokens 6 --json ";
+  const CliResult one = run_cli("run " + model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2");
+  const CliResult two = run_cli("run " + model + "-e threaded --workers 2 --devices 2 --expert-parallel");
+  CAPTURE(two.err);
+  REQUIRE(one.status == 0);
+  REQUIRE(two.status == 0);
+  CHECK(json::parse(two.out).at("tokens") == json::parse(one.out).at("tokens"));
+  const CliResult alone = run_cli("run " + model + "-e threaded --expert-parallel");
+  CHECK(alone.status == 2);
+  CHECK(alone.err_has("expert parallel splits the routed experts over devices: it needs devices above 1"));
+  const CliResult saved = run_cli("run " + model + "--graph missing.sptg --expert-parallel");
+  CHECK(saved.status == 2);
+  CHECK(saved.err_has("--devices and --expert-parallel split a graph built here; --graph missing.sptg runs the saved "
+                      "graph over the devices it was built for"));
+  const CliResult info = run_cli("info --model synthetic:tiny-moe --devices 2 --expert-parallel");
+  REQUIRE(info.status == 0);
+  CHECK(info.out_has("expert parallel        a device's routed experts counted at their share of an even routing"));
+}

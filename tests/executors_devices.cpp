@@ -57,6 +57,22 @@ ExecutorOptions threaded(uint32_t workers, ScheduleKind schedule) {
   return o;
 }
 
+// What N devices compute expert parallel: the one-device split graph with the experts' down
+// dots whole.
+Graph one_device_expert_parallel(const ModelWeights& w, uint32_t devices) {
+  BuildOptions o = over(1);
+  o.o_proj_split = o.down_split = o.gdn_out_split = {devices, devices};
+  return build_decode_graph(w, o);
+}
+
+BuildOptions expert_parallel(uint32_t devices) {
+  BuildOptions o = over(devices);
+  o.expert_parallel = true;
+  return o;
+}
+
+const std::vector<std::string> kMoePresets = {"tiny-moe", "tiny-qwen3.5-moe", "tiny-qwen3-next"};
+
 }  // namespace
 
 TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device split graph's tokens and logits, bit for bit") {
@@ -76,6 +92,120 @@ TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device spl
         }
     }
   }
+}
+
+TEST_CASE("devices: the MoE families expert parallel over 2 and 4 devices decode the one-device graph's tokens and "
+          "logits (the experts' down dots whole), bit for bit") {
+  for (const std::string& preset : kMoePresets) {
+    const ModelWeights w = four_kv_heads(preset);
+    for (uint32_t devices : {2u, 4u}) {
+      CAPTURE(preset);
+      CAPTURE(devices);
+      const Decoded expect =
+          run_decode(one_device_expert_parallel(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+      const Graph g = build_decode_graph(w, expert_parallel(devices));
+      check_same(run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens), expect);
+      for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+        for (uint32_t workers : {1u, 3u}) {
+          CAPTURE(std::string(schedule_kind_name(schedule)));
+          CAPTURE(workers);
+          check_same(run_decode(g, w, threaded(workers, schedule), kPrompt, kNewTokens), expect);
+        }
+    }
+  }
+}
+
+TEST_CASE("devices: expert parallel, each device's expert tasks hold its experts, and experts no device holds "
+          "change the bits") {
+  const ModelWeights w = four_kv_heads("tiny-qwen3.5-moe");
+  const ModelConfig& c = w.config;
+  const Graph good = build_decode_graph(w, expert_parallel(2));
+  const uint32_t E = c.num_experts, k = c.experts_per_tok;
+  std::vector<uint32_t> gate_up_tiles(2, 0), pieces(2, 0), held_params(2, SP_NO_VIEW);
+  for (size_t i = 0; i < good.tasks.size(); ++i) {
+    const SpTask& t = good.tasks[i];
+    const uint32_t d = good.task_device[i];
+    CAPTURE(i);
+    if (t.op == SP_OP_EXPERT_GATE_UP || t.op == SP_OP_EXPERT_DOWN_PIECE) {
+      REQUIRE(d < 2);
+      const uint32_t params = t.operand[t.op == SP_OP_EXPERT_GATE_UP ? 5 : 4];
+      const SpMoeParams& p = sp_op_record<SpMoeParams>(good.op_params[params]);
+      CHECK(p.held_first == d * E / 2);
+      CHECK(p.held_count == E / 2);
+      held_params[d] = params;
+    }
+    if (t.op == SP_OP_EXPERT_GATE_UP) gate_up_tiles[d] += t.tile_end - t.tile_begin;
+    if (t.op == SP_OP_EXPERT_DOWN_PIECE) {
+      CHECK(t.operand[5] == 0);  // every device's slots in the one partial row
+      CHECK(good.views[t.operand[3]].arena == SP_ARENA_SYMMETRIC);
+      CHECK(good.is_broadcast(t.signal_counter));
+      pieces[d] += t.tile_end - t.tile_begin;
+    }
+    if (t.op == SP_OP_EXPERT_DOWN_SUM) {
+      CHECK(d == Graph::kEveryDevice);
+      CHECK(t.operand[4] == 0);  // one piece: each slot's whole dot
+    }
+  }
+  // Each device spans every slot's rows (it skips the slots of the other's experts) in each layer.
+  CHECK(gate_up_tiles[0] == c.n_layers * k * c.moe_intermediate);
+  CHECK(gate_up_tiles[1] == gate_up_tiles[0]);
+  CHECK(pieces[0] == c.n_layers * c.hidden);
+  CHECK(pieces[1] == pieces[0]);
+  // Device 1 made to hold device 0's experts: the slots routed to experts E/2.. are then
+  // computed by no device, and the logits change (or the devices disagree).
+  Graph g = good;
+  SpMoeParams& p1 = reinterpret_cast<SpMoeParams&>(g.op_params[held_params[1]]);
+  p1.held_first = 0;
+  validate(g);
+  const Decoded expect = run_decode(good, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  Decoded got;
+  const std::string error = error_of([&] { got = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens); });
+  if (error == "(no error)")
+    CHECK(std::memcmp(got.logits.data(), expect.logits.data(), expect.logits.size() * sizeof(float)) != 0);
+  else
+    CHECK(error.find("the devices of the graph disagree") != std::string::npos);
+}
+
+TEST_CASE("devices: expert parallel refuses one device, a model without routed experts, experts the devices do "
+          "not divide, and held experts where no op skips them") {
+  CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny-moe"), expert_parallel(1)); }) ==
+        "expert parallel splits the routed experts over devices: it needs devices above 1");
+  CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny"), expert_parallel(2)); }) ==
+        "expert parallel splits the routed experts over devices, and a qwen3 model has none");
+  ModelConfig six = synthetic_config("tiny-moe");
+  six.n_heads = 8;
+  six.n_kv_heads = 4;
+  six.num_experts = 6;
+  const ModelWeights six_experts = test::weights_for("six-experts", six, 256);
+  CHECK(error_of([&] { build_decode_graph(six_experts, expert_parallel(4)); }) ==
+        "expert parallel over 4 devices: a device holds whole experts, and the 6 experts (num_experts) do not split "
+        "evenly over them");
+  const ModelWeights w = four_kv_heads("tiny-moe");
+  const Graph good = build_decode_graph(w, expert_parallel(2));
+  const auto problem = [](const Graph& g) { return error_of([&] { validate(g); }); };
+  const uint32_t router = first_task(good, SP_OP_ROUTER), gate_up = first_task(good, SP_OP_EXPERT_GATE_UP);
+  Graph g = good;  // the router's record, which the sums share, holding experts
+  reinterpret_cast<SpMoeParams&>(g.op_params[g.tasks[router].operand[4]]).held_count = 2;
+  CHECK(problem(g) == "graph: task " + std::to_string(router) +
+                          " (router): its MoE parameters hold experts 0..2: only expert_gate_up and expert_down_piece "
+                          "tasks skip other devices' experts");
+  g = good;
+  SpMoeParams& held = reinterpret_cast<SpMoeParams&>(g.op_params[g.tasks[gate_up].operand[5]]);
+  held.held_first = 6;
+  held.held_count = 3;
+  CHECK(problem(g) == "graph: task " + std::to_string(gate_up) +
+                          " (expert_gate_up): its MoE parameters hold experts 6..9, past the 8 experts");
+  // A one-device graph's expert tasks holding some experts: the GPU executors, which run one
+  // device, would compute every slot.
+  g = build_decode_graph(w, over(1));
+  const uint32_t first = first_task(g, SP_OP_EXPERT_GATE_UP);
+  SpTask& one_device = g.tasks[first];
+  g.op_params.push_back(g.op_params[one_device.operand[5]]);
+  reinterpret_cast<SpMoeParams&>(g.op_params.back()).held_count = 4;
+  one_device.operand[5] = uint32_t(g.op_params.size() - 1);
+  CHECK(problem(g) == "graph: task " + std::to_string(first) +
+                          " (expert_gate_up): its MoE parameters hold experts 0..4 in a graph of one device, which "
+                          "must compute every expert's slots");
 }
 
 TEST_CASE("devices: each device computes its own heads' projections, attention and GDN, and its share of the MLP, expert and LM head rows") {

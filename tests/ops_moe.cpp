@@ -321,3 +321,48 @@ TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down do
     CHECK(std::memcmp(m.hidden.data(), expect.data(), m.H * sizeof(bf16)) == 0);
   }
 }
+
+TEST_CASE("held experts: the expert tiles compute the slots of the experts held alone, and the devices' shares "
+          "summed whole give expert_down_rows' bits") {
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(9900 + seed);
+    RandomExperts m(rng);
+    CAPTURE(seed);
+    // The experts cut into N contiguous holdings of any sizes, each held by one device.
+    const uint32_t N = random_in(rng, 2, 4);
+    std::vector<uint32_t> cuts = {0, m.E};
+    for (uint32_t d = 1; d < N; ++d) cuts.push_back(random_in(rng, 0, m.E));
+    std::sort(cuts.begin(), cuts.end());
+    const uint32_t tiles = m.k * m.Im;
+    const ExpertGateUp w{m.gate_up.data(), m.gu_stride, m.Im};
+    const NormSpec norm{m.norm_w.data(), m.kind, 1e-6f};
+    std::vector<bf16> every(size_t(m.k) * m.Im, 0x7FC0), act = every;
+    expert_gate_up_rows<float>(w, m.hidden.data(), m.H, norm, m.slots.data(), 0, tiles, every.data(), m.Im);
+    std::vector<float> partials(size_t(m.k) * m.H, std::nanf(""));
+    for (uint32_t d = 0; d < N; ++d) {
+      const HeldExperts held{cuts[d], cuts[d + 1] - cuts[d]};
+      if (held.count == 0) continue;  // a count of 0 holds every expert
+      std::vector<bf16> mine(size_t(m.k) * m.Im, 0x7FC0);
+      expert_gate_up_rows<float>(w, m.hidden.data(), m.H, norm, m.slots.data(), 0, tiles, mine.data(), m.Im, held);
+      expert_down_piece_rows<float>(m.down.data(), m.d_stride, m.H, m.Im, every.data(), m.Im, m.slots.data(), m.k, 0,
+                                    m.H, partials.data(), held);
+      for (uint32_t s = 0; s < m.k; ++s) {
+        const bool ours = m.slots[s].expert >= cuts[d] && m.slots[s].expert < cuts[d + 1];
+        CAPTURE(s);
+        CHECK(held.holds(m.slots[s].expert) == ours);
+        for (uint32_t r = 0; r < m.Im; ++r) {
+          const size_t i = size_t(s) * m.Im + r;
+          CHECK(mine[i] == (ours ? every[i] : bf16(0x7FC0)));
+          if (ours) act[i] = mine[i];
+        }
+      }
+    }
+    CHECK(act == every);  // every slot's rows, each from the device holding its expert
+    std::vector<bf16> expect = m.hidden, got = m.hidden;
+    expert_down_rows<float>(m.down.data(), m.d_stride, m.H, m.Im, every.data(), m.Im, m.slots.data(), m.k, 0, m.H,
+                            expect.data());
+    expert_down_sum_rows<float>(partials.data(), size_t(m.k) * m.H, GemvSplit{}, m.H, m.slots.data(), m.k, 0, m.H,
+                                got.data());
+    CHECK(std::memcmp(got.data(), expect.data(), m.H * sizeof(bf16)) == 0);
+  }
+}

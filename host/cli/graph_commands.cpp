@@ -18,7 +18,7 @@ struct GraphFlags {
   std::string model;
   GraphSource graph;  // save: built for the model; dump: that, or a saved graph
   TuneSettings tune;  // the tiling knobs of a graph built
-  uint32_t devices = BuildOptions{}.devices;
+  DeviceSplit split;
   std::string out;
   bool json = false;  // save: print what was written as JSON
 };
@@ -27,7 +27,7 @@ Graph build_graph(const GraphFlags& f) {
   BuildOptions build;
   apply_tune(f.tune, &build, nullptr);
   build.context = f.graph.context;
-  build.devices = f.devices;
+  f.split.apply_to(build);
   return std::move(open_session(f.model, build)->graph);
 }
 
@@ -62,7 +62,9 @@ void save(const GraphFlags& f) {
 std::vector<CLI::Option*> add_build_options(CLI::App& cmd, GraphFlags& f) {
   add_model_option(cmd, f.model);
   CLI::Option* context = add_context_option(cmd, f.graph.context, "the model's max_position_embeddings");
-  return {context, add_tune_option(cmd, f.tune, true, false), add_devices_option(cmd, f.devices)};
+  std::vector<CLI::Option*> options = {context, add_tune_option(cmd, f.tune, true, false)};
+  for (CLI::Option* o : add_device_split_options(cmd, f.split)) options.push_back(o);
+  return options;
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ struct InfoFlags {
   std::string model;
   uint32_t context = 0;
   TuneSettings tune;  // the tiling knobs (the graph's task count)
-  uint32_t devices = BuildOptions{}.devices;
+  DeviceSplit split;
   bool json = false;
 };
 
@@ -66,7 +66,7 @@ void info(const InfoFlags& f) {
   BuildOptions build;
   apply_tune(f.tune, &build, nullptr);
   build.context = f.context;
-  build.devices = f.devices;
+  f.split.apply_to(build);
   const auto s = open_session(f.model, build);
   const ModelConfig& c = s->weights.config;
   const Graph& g = s->graph;
@@ -122,6 +122,8 @@ void info(const InfoFlags& f) {
   for (uint32_t d = 0; d < g.devices && g.devices > 1; ++d)
     std::printf("device %-15u %llu (%s) moved by its tasks at position 1\n", d, (unsigned long long)by_device[d],
                 si(by_device[d], "B").c_str());
+  if (f.split.expert_parallel)
+    std::printf("expert parallel        a device's routed experts counted at their share of an even routing\n");
   std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",
               g.tasks.size(), g.num_counters(), g.views.size(), g.params.context);
   if (devices.empty()) std::printf("vulkan devices         none: %s\n", no_vulkan.c_str());
@@ -141,7 +143,7 @@ void add_info_command(CLI::App& app) {
   add_model_option(*cmd, f->model);
   add_context_option(*cmd, f->context, "the model's max_position_embeddings");
   add_tune_option(*cmd, f->tune, true, false);
-  add_devices_option(*cmd, f->devices);
+  add_device_split_options(*cmd, f->split);
   cmd->add_flag("--json", f->json, "print as JSON");
   cmd->callback([f] { info(*f); });
 }

@@ -126,16 +126,23 @@ void add_executor_options(CLI::App& cmd, ExecutorFlags& flags) {
                  "vulkan only: the device's index as `spindle info` lists them; -1 = the first usable "
                  "discrete GPU, else integrated, else the CPU")
       ->capture_default_str();
-  add_devices_option(cmd, flags.devices);
+  add_device_split_options(cmd, flags.split);
 }
 
-CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices) {
-  return add_ranged_option(cmd, "--devices", devices,
-                           "devices the step is split over (docs/multi-device.md): each runs its share of the kv and "
-                           "GDN heads and of the MLP, expert and LM-head rows, and the row-parallel projections' pieces "
-                           "are exchanged; above 1 only the CPU executors run it, simulating the devices (threaded: "
-                           "--workers threads each)",
-                           1, Graph::kMaxDevices);
+std::vector<CLI::Option*> add_device_split_options(CLI::App& cmd, DeviceSplit& split) {
+  CLI::Option* devices =
+      add_ranged_option(cmd, "--devices", split.devices,
+                        "devices the step is split over (docs/multi-device.md): each runs its share of the kv and "
+                        "GDN heads and of the MLP, expert and LM-head rows, and the row-parallel projections' pieces "
+                        "are exchanged; above 1 only the CPU executors run it, simulating the devices (threaded: "
+                        "--workers threads each)",
+                        1, Graph::kMaxDevices);
+  CLI::Option* expert_parallel =
+      cmd.add_flag("--expert-parallel", split.expert_parallel,
+                   "with --devices above 1: each device holds whole routed experts (the devices must divide them) "
+                   "and computes the slots routed to its own, instead of its share of every slot's rows; the "
+                   "slots' rows are exchanged and summed in slot order on every device");
+  return {devices, expert_parallel};
 }
 
 ExecutorOptions executor_options(const ExecutorFlags& flags) {

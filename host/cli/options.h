@@ -35,6 +35,16 @@ void add_copy_option(CLI::App& cmd, double& copy_gib);
 CLI::Option* add_graph_file_option(CLI::App& cmd, std::string& file, const std::string& help,
                                    const std::vector<CLI::Option*>& build_options);
 
+// How a graph built here is split over devices (BuildOptions::devices, expert_parallel).
+struct DeviceSplit {
+  uint32_t devices = BuildOptions{}.devices;
+  bool expert_parallel = BuildOptions{}.expert_parallel;
+  void apply_to(BuildOptions& build) const {
+    build.devices = devices;
+    build.expert_parallel = expert_parallel;
+  }
+};
+
 // The graph a command runs: the one saved in `file`, or one built for the model (its tiling
 // from --tune) at `context` positions (0 = as many as the command needs).
 struct GraphSource {
@@ -55,13 +65,14 @@ struct ExecutorFlags {
   std::string schedule = schedule_kind_name(ExecutorOptions{}.schedule);
   uint32_t watchdog_ms = ExecutorOptions{}.watchdog_ms;
   int32_t device = ExecutorOptions{}.device;
-  uint32_t devices = BuildOptions{}.devices;  // BuildOptions::devices, applied by open_profiled_session
+  DeviceSplit split;  // applied by open_profiled_session
 };
 
-// --devices: BuildOptions::devices.
-CLI::Option* add_devices_option(CLI::App& cmd, uint32_t& devices);
+// --devices and --expert-parallel: BuildOptions::devices and expert_parallel.
+std::vector<CLI::Option*> add_device_split_options(CLI::App& cmd, DeviceSplit& split);
 
-// --profile, --tune, --executor, --workers, --schedule, --watchdog-ms, --device, --devices.
+// --profile, --tune, --executor, --workers, --schedule, --watchdog-ms, --device, --devices,
+// --expert-parallel.
 void add_executor_options(CLI::App& cmd, ExecutorFlags& flags);
 
 // With --tune's executor knobs applied. Throws spindle::Error listing the valid names for an

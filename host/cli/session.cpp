@@ -82,8 +82,8 @@ ProfiledSession open_profiled_session(const std::string& model, const GraphSourc
   const Profile profile = parse_profile(flags.profile);
   ExecutorOptions exec = executor_options(flags);
   if (!source.file.empty()) {
-    if (flags.devices != 1)
-      throw Error("--devices splits a graph built here; --graph " + source.file +
+    if (flags.split.devices != 1 || flags.split.expert_parallel)
+      throw Error("--devices and --expert-parallel split a graph built here; --graph " + source.file +
                   " runs the saved graph over the devices it was built for");
     ExecutorOptions no_exec;
     apply_tune(flags.tune, nullptr, &no_exec, "the graph is read from --graph " + source.file);
@@ -101,7 +101,7 @@ ProfiledSession open_profiled_session(const std::string& model, const GraphSourc
   auto s = std::make_unique<Session>();
   s->weights = load_weights(model);
   ProfileChoice choice = choose_profile(profile, s->weights.config, build, exec, flags.tune, greedy, build.context);
-  choice.build.devices = flags.devices;
+  flags.split.apply_to(choice.build);
   s->graph = build_decode_graph(s->weights, choice.build);
 #ifdef SPINDLE_HAVE_CUDA
   if (choice.exec.megakernel.cluster_program && !flags.tune.has("cuda-cluster"))

@@ -17,9 +17,16 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
   e.check_split(opt.expert_down_split, Im, "expert down");
   if (opt.devices > 1)
     e.check_split({opt.devices, opt.devices}, Im, ("expert down over " + std::to_string(opt.devices) + " devices,").c_str());
-  down_split_ = opt.devices > 1 ? GemvSplit{opt.devices, opt.devices}
-                                : gemv_split(gemv_split_word(opt.expert_down_split.pieces, opt.expert_down_split.group));
-  params_ = e.add_params(SpMoeParams{E, k, Im, normalise ? SP_MOE_NORMALISE : 0u, {}});
+  const uint32_t N = opt.devices, flags = normalise ? SP_MOE_NORMALISE : 0u;
+  if (opt.expert_parallel && E % N)
+    throw Error("expert parallel over " + std::to_string(N) + " devices: a device holds whole experts, and the " +
+                std::to_string(E) + " experts (num_experts) do not split evenly over them");
+  down_split_ = opt.expert_parallel ? GemvSplit{}
+                : N > 1             ? GemvSplit{N, N}
+                                    : gemv_split(gemv_split_word(opt.expert_down_split.pieces, opt.expert_down_split.group));
+  params_ = e.add_params(SpMoeParams{E, k, Im, flags, 0, 0, {}});
+  for (uint32_t d = 0; d < N && opt.expert_parallel; ++d)
+    held_params_.push_back(e.add_params(SpMoeParams{E, k, Im, flags, d * (E / N), E / N, {}}));
   logits_ = e.alloc("router_logits", SP_ARENA_WORK, SP_F32, 1, E);
   routing_ = e.alloc("routing", SP_ARENA_WORK, SP_U32, 1, 2 * uint64_t(k));
   act_ = e.alloc("expert_act", SP_ARENA_WORK, SP_BF16, k, Im);
@@ -79,20 +86,23 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
     e_.gemv(s_router, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
   }
   // The routed experts' gate and up rows; over N devices device d computes rows [d Im/N,
-  // (d+1) Im/N) of every slot's expert.
-  const uint32_t N = e_.graph().devices, P = Im / N;
+  // (d+1) Im/N) of every slot's expert, or expert parallel every row of the slots whose expert
+  // it holds (its tasks span every slot's rows and skip the others).
+  const uint32_t N = e_.graph().devices, P = held_params_.empty() ? Im / N : Im;
+  const uint32_t slot_runs = N > 1 && held_params_.empty() ? k : 1;
   Stage s_gu = e_.begin_stage(tag + "expert_gate_up");
   for (uint32_t d = 0; d < N; ++d)
-    for (uint32_t s = 0; s < (N > 1 ? k : 1); ++s) {
+    for (uint32_t s = 0; s < slot_runs; ++s) {
       if (N > 1) e_.on_device(d);
-      const uint32_t t0 = N > 1 ? s * Im + d * P : 0, t1 = N > 1 ? t0 + P : k * Im;  // within 32 bits: checked above
+      const uint32_t t0 = slot_runs > 1 ? s * Im + d * P : 0, t1 = slot_runs > 1 ? t0 + P : k * Im;  // within 32 bits: checked above
+      const uint32_t params = held_params_.empty() ? params_ : held_params_[d];
       e_.split(s_gu, t0, t1, e_.rows_per_task(k * P), [&](uint32_t r0, uint32_t r1) {
         e_.add_task(s_gu, s_router, SP_WAIT_SAME_STEP, SP_OP_EXPERT_GATE_UP, l, r0, r1,
-                    {gate_up, h, post_norm, routing_, act_, params_, logits_});
+                    {gate_up, h, post_norm, routing_, act_, params, logits_});
       });
     }
   e_.on_device(Graph::kEveryDevice);
-  if (down_split_.pieces > 1) return emit_down_pieces(l, s_gu, down, wd_shared);
+  if (down_split_.pieces > 1 || !held_params_.empty()) return emit_down_pieces(l, s_gu, down, wd_shared);
   Stage s_down = e_.begin_stage(tag + "expert_down");
   e_.split(s_down, 0, H, e_.rows_per_task(H), [&](uint32_t r0, uint32_t r1) {
     if (shared_)
@@ -105,8 +115,9 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
 }
 
 // The down dots in pieces of Im / S columns (EXPERT_DOWN_PIECE), over N devices piece d on
-// device d into symmetric partials signalling every device, then their sum into the residual
-// on every device (EXPERT_DOWN_SUM), with the shared expert's rows where there is one.
+// device d into symmetric partials signalling every device, or expert parallel each device's
+// slots' whole dots into the one partial row, then their sum into the residual on every device
+// (EXPERT_DOWN_SUM), with the shared expert's rows where there is one.
 Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, uint32_t wd_shared) {
   const ModelConfig& c = e_.weights().config;
   const uint32_t H = c.hidden, k = c.experts_per_tok, S = down_split_.pieces, P = c.moe_intermediate / S;
@@ -117,14 +128,16 @@ Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, u
   const uint32_t partials = e_.alloc(tag + "expert_down_partials", N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK,
                                      SP_F32, S, uint64_t(k) * H);
   Stage s_pieces = e_.begin_stage(tag + "expert_down", N > 1);
-  for (uint32_t j = 0; j < S; ++j) {
-    if (N > 1) e_.on_device(j);
+  const bool expert_parallel = !held_params_.empty();
+  for (uint32_t i = 0; i < (expert_parallel ? N : S); ++i) {
+    if (N > 1) e_.on_device(i);
+    const uint32_t j = expert_parallel ? 0 : i, params = expert_parallel ? held_params_[i] : params_;
     const std::string piece = ".piece" + std::to_string(j);
-    const uint32_t w_j = e_.columns(down, e_.graph().view_names[down] + piece, uint64_t(j) * P, P);
-    const uint32_t act_j = e_.columns(act_, "expert_act" + piece, uint64_t(j) * P, P);
+    const uint32_t w_j = S > 1 ? e_.columns(down, e_.graph().view_names[down] + piece, uint64_t(j) * P, P) : down;
+    const uint32_t act_j = S > 1 ? e_.columns(act_, "expert_act" + piece, uint64_t(j) * P, P) : act_;
     e_.split(s_pieces, 0, H, per, [&](uint32_t r0, uint32_t r1) {
       e_.add_task(s_pieces, s_gu, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN_PIECE, l, r0, r1,
-                  {w_j, act_j, logits_, partials, params_, j});
+                  {w_j, act_j, logits_, partials, params, j});
     });
   }
   e_.on_device(Graph::kEveryDevice);

@@ -7,7 +7,8 @@
 // stage, waiting for the attention alone, so that they stream while the router runs; its down
 // rows and gate join the sum (EXPERT_DOWN_SHARED). With BuildOptions::expert_down_split, or
 // over several devices, the down dots are summed from pieces (EXPERT_DOWN_PIECE,
-// EXPERT_DOWN_SUM: docs/multi-device.md).
+// EXPERT_DOWN_SUM: docs/multi-device.md); expert parallel, each device computes the slots of
+// the experts it holds whole, and the sum adds the slots' exchanged rows.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,8 @@ class MoeBlock {
   bool shared_;
   GemvSplit down_split_;  // the down dots' pieces, or none
   uint32_t params_, logits_, routing_, act_, shared_act_ = 0, shared_logit_ = 0;
+  // Expert parallel: device d's params, holding its experts; empty otherwise.
+  std::vector<uint32_t> held_params_;
 };
 
 }  // namespace spindle
