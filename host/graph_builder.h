@@ -30,7 +30,8 @@ struct BuildOptions {
   // The GDN layers' out_proj summed alike (the hybrid families).
   GemvSplit gdn_out_split{};
   // The routed experts' down dots summed alike, from pieces computed as tasks of their own
-  // (EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which only the CPU executors run).
+  // (EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which only the CPU executors run), and the shared
+  // expert's (PIECE_DOTS, added by EXPERT_DOWN_SUM).
   GemvSplit expert_down_split{};
   // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`
   // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
@@ -48,19 +49,21 @@ struct BuildOptions {
   uint32_t gdn_gang = 0;
   // Devices the step is split over (docs/multi-device.md): each device computes its kv heads'
   // q, k, v and attention, its GDN key heads' projections and value heads, its share of every
-  // dense MLP's rows, of every routed expert's rows and of the LM head's; o_proj, down, the GDN
-  // out_proj and the experts' down are row-parallel, each dot split into a piece a device
-  // (PIECE_DOTS, EXPERT_DOWN_PIECE) summed on every device (PIECE_SUM, EXPERT_DOWN_SUM): the
-  // bits of the one-device graph with o_proj_split = down_split = gdn_out_split =
-  // expert_down_split = {devices, devices}. The other stages (embedding, router, shared expert,
-  // sampler) run whole on every device. The devices must divide the kv heads and the GDN key
-  // heads; excludes kv_head_waits, fused_mlp and the splits.
+  // dense MLP's rows, of every routed expert's rows, of the shared expert's and of the LM
+  // head's; o_proj, down, the GDN out_proj and the experts' down (the shared expert's too) are
+  // row-parallel, each dot split into a piece a device (PIECE_DOTS, EXPERT_DOWN_PIECE) summed on
+  // every device (PIECE_SUM, EXPERT_DOWN_SUM): the bits of the one-device graph with
+  // o_proj_split = down_split = gdn_out_split = expert_down_split = {devices, devices}. The
+  // other stages (embedding, router, the shared expert's gate, sampler) run whole on every
+  // device. The devices must divide the kv heads and the GDN key heads; excludes kv_head_waits,
+  // fused_mlp and the splits.
   uint32_t devices = 1;
   // Over several devices, the routed experts expert-parallel instead: device d holds experts
   // [d E/N, (d+1) E/N) and computes the slots routed to them whole (their gate and up rows,
   // their down dots), and every device sums the k slots' rows, exchanged, in slot order: the
   // bits of the graph with the experts' down unsplit, but each device's load follows the
-  // routing. The devices must divide the experts.
+  // routing. The shared expert then runs whole on every device. The devices must divide the
+  // experts.
   bool expert_parallel = false;
 };
 

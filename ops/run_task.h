@@ -227,11 +227,14 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
                            operand_data<RoutingSlot>(t, c, 3), {p.held_first, p.held_count});
 }
 
-// The shared expert of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: operands 5 (its down rows), 6 (its
-// activations) and 7 (its gate's logit).
+// The shared expert of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: operands 5 (its down rows, or
+// EXPERT_DOWN_SUM's f32 pieces of their dots), 6 (its activations, with the rows) and 7 (its
+// gate's logit).
 inline SharedExpert shared_expert(const SpTask& t, const TileContext& c) {
-  return {operand_data<const bf16>(t, c, 5), operand_view(t, c, 5).row_stride, operand_view(t, c, 5).cols,
-          operand_data<const bf16>(t, c, 6), *operand_data<const bf16>(t, c, 7)};
+  const SpView& v = operand_view(t, c, 5);
+  const bf16 logit = *operand_data<const bf16>(t, c, 7);
+  if (v.dtype == SP_F32) return {nullptr, 0, 0, nullptr, logit, operand_data<const float>(t, c, 5), v.row_stride};
+  return {operand_data<const bf16>(t, c, 5), v.row_stride, v.cols, operand_data<const bf16>(t, c, 6), logit};
 }
 
 // EXPERT_DOWN's rows, and with `shared` EXPERT_DOWN_SHARED's (operands 5-7 the shared expert).

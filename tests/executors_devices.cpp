@@ -208,7 +208,7 @@ TEST_CASE("devices: expert parallel refuses one device, a model without routed e
                           "must compute every expert's slots");
 }
 
-TEST_CASE("devices: each device computes its own heads' projections, attention and GDN, and its share of the MLP, expert and LM head rows") {
+TEST_CASE("devices: each device computes its own heads' projections, attention and GDN, and its share of the MLP, expert, shared expert and LM head rows") {
   for (const std::string preset : {"tiny-qwen3.5", "tiny-qwen3.5-moe"}) {
     CAPTURE(preset);
     const ModelWeights w = four_kv_heads(preset);
@@ -256,9 +256,11 @@ TEST_CASE("devices: each device computes its own heads' projections, attention a
         CHECK(t.tile_begin / device_state_rows == d);
         CHECK((t.tile_end - 1) / device_state_rows == d);
         ++gdn[d];
-      } else if (t.op == SP_OP_GATE_UP && w0.find("shared_expert") == std::string::npos) {
-        REQUIRE(d < 2);
-        CHECK(t.tile_begin / (p.intermediate / 2) == d);
+      } else if (t.op == SP_OP_GATE_UP) {
+        REQUIRE(d < 2);  // the dense MLP's rows or the shared expert's
+        const uint32_t rows = w0.find("shared_expert") == std::string::npos ? p.intermediate : c.shared_intermediate;
+        CHECK(t.tile_begin / (rows / 2) == d);
+        CHECK((t.tile_end - 1) / (rows / 2) == d);
       } else if (t.op == SP_OP_EXPERT_GATE_UP) {
         REQUIRE(d < 2);  // rows [d Im/2, (d+1) Im/2) of a slot
         const uint32_t Im = c.moe_intermediate;
@@ -422,4 +424,33 @@ TEST_CASE("devices: validate refuses device lists and exchanges that a device co
   CHECK(problem(g).starts_with("graph: one device, but "));
   g.devices = 257;
   CHECK(problem(g) == "graph: 257 devices, not from 1 to 256");
+}
+
+TEST_CASE("devices: validate refuses a sum task's shared expert operands that do not go together") {
+  const ModelWeights w = four_kv_heads("tiny-qwen3.5-moe");
+  const auto problem = [](const Graph& g) { return error_of([&] { validate(g); }); };
+  const auto view = [](const Graph& g, const std::string& name) {
+    return uint32_t(std::find(g.view_names.begin(), g.view_names.end(), name) - g.view_names.begin());
+  };
+  // Tensor-parallel experts: the shared expert's down dots in pieces (operand 5, f32) and its gate.
+  const Graph pieces = build_decode_graph(w, over(2));
+  const uint32_t sum = first_task(pieces, SP_OP_EXPERT_DOWN_SUM);
+  const std::string task = "graph: task " + std::to_string(sum) + " (expert_down_sum): ";
+  REQUIRE(pieces.views[pieces.tasks[sum].operand[5]].dtype == SP_F32);
+  Graph g = pieces;
+  g.tasks[sum].operand[6] = view(g, "shared_expert_act");
+  CHECK(problem(g) == task + "the shared expert's activations beside its down dots' pieces, which hold them already");
+  g = pieces;
+  g.tasks[sum].operand[7] = SP_NO_VIEW;
+  CHECK(problem(g) == task + "the shared expert's down dots' pieces without its gate (operand 7)");
+  g = pieces;
+  g.tasks[sum].operand[5] = SP_NO_VIEW;
+  CHECK(problem(g) == task + "a shared expert's activations or gate without its down rows (operand 5)");
+  // Expert parallel: the shared expert's down rows (bf16), its activations and its gate.
+  g = build_decode_graph(w, expert_parallel(2));
+  const uint32_t ep_sum = first_task(g, SP_OP_EXPERT_DOWN_SUM);
+  REQUIRE(g.views[g.tasks[ep_sum].operand[5]].dtype == SP_BF16);
+  g.tasks[ep_sum].operand[6] = SP_NO_VIEW;
+  CHECK(problem(g) == "graph: task " + std::to_string(ep_sum) +
+                          " (expert_down_sum): the shared expert's down rows without its activations and gate");
 }

@@ -273,7 +273,8 @@ TEST_CASE_TEMPLATE("expert_down_rows with a shared expert: r(hidden + r(r(routed
 // pieces' dots computed apart, in any order, then summed, give each slot's y_s as a split GEMV's
 // row dot (split_row_dot, rounded), weighted and summed in slot order into the residual, with
 // the shared expert's term where there is one.
-TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down dot summed from its pieces as a split GEMV's") {
+TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down dot summed from its pieces as a split "
+          "GEMV's, and a shared expert's from its rows or its dots' pieces alike") {
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(9800 + seed);
     RandomExperts m(rng);
@@ -283,10 +284,17 @@ TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down do
     m.down = random_bf16(rng, size_t(m.E) * m.H * m.d_stride, 1.0 / std::sqrt(double(m.Im)));
     const GemvSplit split{S, seed % 2 ? S : 1};
     const std::vector<bf16> act = random_bf16(rng, size_t(m.k) * m.Im);
-    const bool with_shared = seed % 3 == 0;
-    const uint32_t Is = 24;
+    const uint32_t shared_form = seed % 3;  // 0 none, 1 its down rows, 2 its down dots' pieces
+    const bool with_shared = shared_form != 0;
+    const uint32_t Is = S * 8 * random_in(rng, 1, 2), Ps = Is / S;
     const std::vector<bf16> Wd_s = random_bf16(rng, size_t(m.H) * Is, 0.3), act_s = random_bf16(rng, Is);
-    const SharedExpert se{Wd_s.data(), Is, Is, act_s.data(), random_bf16(rng, 1, 3)[0]};
+    std::vector<float> shared_pieces(size_t(S) * m.H, std::nanf(""));
+    for (uint32_t j = 0; j < S; ++j)
+      piece_dot_rows<float>(Wd_s.data() + j * Ps, Is, act_s.data() + j * Ps, Ps, 0, m.H,
+                            shared_pieces.data() + size_t(j) * m.H);
+    const bf16 logit = random_bf16(rng, 1, 3)[0];
+    const SharedExpert se = shared_form == 1 ? SharedExpert{Wd_s.data(), Is, Is, act_s.data(), logit}
+                                             : SharedExpert{nullptr, 0, 0, nullptr, logit, shared_pieces.data(), m.H};
     CAPTURE(seed);
     std::vector<bf16> expect = m.hidden;
     for (uint32_t r = 0; r < m.H; ++r) {
@@ -301,7 +309,9 @@ TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down do
       if (with_shared) {
         std::vector<float> a(Is);
         for (uint32_t i = 0; i < Is; ++i) a[i] = bf16_to_f32(act_s[i]);
-        f = add_shared_expert(f, rounded(row_dot(Wd_s.data() + size_t(r) * Is, a.data(), Is)), se.gate_logit);
+        const bf16* row = Wd_s.data() + size_t(r) * Is;
+        const float dot = shared_form == 1 ? row_dot(row, a.data(), Is) : split_row_dot(row, a.data(), Is, split);
+        f = add_shared_expert(f, rounded(dot), logit);
       }
       expect[r] = to_bf16(bf16_to_f32(expect[r]) + f);
     }

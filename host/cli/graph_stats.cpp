@@ -162,7 +162,8 @@ TaskBytes task_bytes(const Graph& g, const SpTask& t, uint32_t position) {
     case SP_OP_EXPERT_GATE_UP: return {routed + vector(2), 0};
     case SP_OP_EXPERT_DOWN:
     case SP_OP_EXPERT_DOWN_PIECE: return {routed, 0};
-    case SP_OP_EXPERT_DOWN_SUM: return {t.operand[5] == SP_NO_VIEW ? 0 : tiles * row_bytes(view(5)), 0};
+    case SP_OP_EXPERT_DOWN_SUM:  // the shared expert's down rows, where it reads them and not their dots' pieces
+      return {t.operand[5] == SP_NO_VIEW || view(5).dtype == SP_F32 ? 0 : tiles * row_bytes(view(5)), 0};
     case SP_OP_EXPERT_DOWN_SHARED: return {routed + tiles * row_bytes(view(5)), 0};
     case SP_OP_ATTENTION:
     case SP_OP_GATED_ATTENTION: return attention_bytes(g, t, position);

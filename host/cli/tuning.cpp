@@ -93,8 +93,8 @@ const std::vector<Knob>& knobs() {
        "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.gdn_out_split = split(v); }},
       {"expert-down-split", T::Tiling, kSplit, "0",
-       "the routed experts' down dots summed as o-proj-split's are, from pieces as tasks of their own (only the "
-       "CPU executors run them); 0 = the plain dots", true,
+       "the routed experts' down dots, and the shared expert's, summed as o-proj-split's are, from pieces as tasks "
+       "of their own (only the CPU executors run them); 0 = the plain dots", true,
        "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.expert_down_split = split(v); }},
       {"fused-mlp", T::Tiling, "PIECES[/GANG], GANG at most 255", "0",

@@ -15,8 +15,12 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
   narrow(uint64_t(E) * c.hidden, "the fused down rows, num_experts × hidden_size");
   const BuildOptions& opt = e.options();
   e.check_split(opt.expert_down_split, Im, "expert down");
-  if (opt.devices > 1)
-    e.check_split({opt.devices, opt.devices}, Im, ("expert down over " + std::to_string(opt.devices) + " devices,").c_str());
+  if (shared_) e.check_split(opt.expert_down_split, c.shared_intermediate, "shared expert down");
+  if (opt.devices > 1 && !opt.expert_parallel) {
+    const std::string over = " over " + std::to_string(opt.devices) + " devices,";
+    e.check_split({opt.devices, opt.devices}, Im, ("expert down" + over).c_str());
+    if (shared_) e.check_split({opt.devices, opt.devices}, c.shared_intermediate, ("shared expert down" + over).c_str());
+  }
   const uint32_t N = opt.devices, flags = normalise ? SP_MOE_NORMALISE : 0u;
   if (opt.expert_parallel && E % N)
     throw Error("expert parallel over " + std::to_string(N) + " devices: a device holds whole experts, and the " +
@@ -80,9 +84,16 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
     const uint32_t wu = e_.weight(layer(l, kSharedUp), {Is, H});
     const uint32_t w_gate = e_.weight(layer(l, kSharedExpertGate), {1, H});
     wd_shared = e_.weight(layer(l, kSharedDown), {H, Is});
-    e_.split(s_router, 0, Is, e_.rows_per_task(Is), [&](uint32_t r0, uint32_t r1) {
-      e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, shared_act_});
-    });
+    // Over devices (tensor-parallel experts) device d computes rows [d Is/N, (d+1) Is/N), the
+    // columns of its piece of the shared down.
+    const uint32_t N = held_params_.empty() ? e_.graph().devices : 1;
+    for (uint32_t d = 0; d < N; ++d) {
+      if (N > 1) e_.on_device(d);
+      e_.split(s_router, d * (Is / N), (d + 1) * (Is / N), e_.rows_per_task(Is / N), [&](uint32_t r0, uint32_t r1) {
+        e_.add_task(s_router, prev, SP_WAIT_SAME_STEP, SP_OP_GATE_UP, l, r0, r1, {wg, wu, h, post_norm, shared_act_});
+      });
+    }
+    e_.on_device(Graph::kEveryDevice);
     e_.gemv(s_router, prev, l, w_gate, 0, 1, 1, h, post_norm, shared_logit_, SP_NO_VIEW);
   }
   // The routed experts' gate and up rows; over N devices device d computes rows [d Im/N,
@@ -140,13 +151,29 @@ Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, u
                   {w_j, act_j, logits_, partials, params, j});
     });
   }
+  // The shared expert's down split alike: its dots' pieces (PIECE_DOTS) into partials of their
+  // own, piece j on device j over devices, which the sum adds as it adds the slots'.
+  uint32_t shared_down = shared_ ? wd_shared : SP_NO_VIEW, shared_act = shared_ ? shared_act_ : SP_NO_VIEW;
+  if (shared_ && S > 1) {
+    const uint32_t Ps = c.shared_intermediate / S;
+    shared_down = e_.alloc(tag + "shared_down_partials", N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK, SP_F32, S, H);
+    shared_act = SP_NO_VIEW;
+    for (uint32_t j = 0; j < S; ++j) {
+      if (N > 1) e_.on_device(j);
+      const std::string piece = ".piece" + std::to_string(j);
+      const uint32_t w_j = e_.columns(wd_shared, e_.graph().view_names[wd_shared] + piece, uint64_t(j) * Ps, Ps);
+      const uint32_t act_j = e_.slice(shared_act_, "shared_expert_act" + piece, uint64_t(j) * Ps, Ps);
+      e_.split(s_pieces, 0, H, per, [&](uint32_t r0, uint32_t r1) {
+        e_.add_task(s_pieces, s_gu, SP_WAIT_SAME_STEP, SP_OP_PIECE_DOTS, l, r0, r1, {w_j, act_j, shared_down, j});
+      });
+    }
+  }
   e_.on_device(Graph::kEveryDevice);
   Stage s_sum = e_.begin_stage(tag + "expert_down.sum");
-  const uint32_t none = SP_NO_VIEW;
   e_.split(s_sum, 0, H, per, [&](uint32_t r0, uint32_t r1) {
     e_.add_task(s_sum, s_pieces, SP_WAIT_SAME_STEP, SP_OP_EXPERT_DOWN_SUM, l, r0, r1,
-                {partials, logits_, h, params_, gemv_split_word(S, down_split_.group), shared_ ? wd_shared : none,
-                 shared_ ? shared_act_ : none, shared_ ? shared_logit_ : none});
+                {partials, logits_, h, params_, gemv_split_word(S, down_split_.group), shared_down, shared_act,
+                 shared_ ? shared_logit_ : SP_NO_VIEW});
   });
   return s_sum;
 }
