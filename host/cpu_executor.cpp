@@ -3,10 +3,11 @@
 #include "host/cpu_executors.h"
 #include "ops/qk_norm_rope.h"
 #include "tasks/error.h"
+#include "tasks/weight_shard.h"
 
 namespace spindle {
 
-CpuExecutor::CpuExecutor(const Graph& g, const ModelWeights& w) : Executor(g) {
+CpuExecutor::CpuExecutor(const Graph& g, const ModelWeights& w, bool shard_weights) : Executor(g) {
   if (g.arenas.size() != SP_ARENA_WEIGHTS0 + w.arenas.size())
     throw Error("the graph expects " + std::to_string(g.arenas.size() - SP_ARENA_WEIGHTS0) +
                 " weight arenas but the model has " + std::to_string(w.arenas.size()));
@@ -32,6 +33,15 @@ CpuExecutor::CpuExecutor(const Graph& g, const ModelWeights& w) : Executor(g) {
   }
   for (uint32_t d = 0; d < g.devices; ++d) {
     std::vector<uint8_t*> base = shared;
+    if (shard_weights) {
+      const WeightShard shard = device_weight_shard(g, d);
+      for (size_t i = 0; i < w.arenas.size(); ++i) {
+        uint8_t* copy = own(w.arenas[i].bytes);
+        std::memset(copy, 0xFF, w.arenas[i].bytes);
+        for (const ByteRange& r : shard.arenas[i]) std::memcpy(copy + r.begin, w.arenas[i].data + r.begin, r.end - r.begin);
+        base[SP_ARENA_WEIGHTS0 + i] = copy;
+      }
+    }
     base[SP_ARENA_STATE] = d == 0 ? state_arena_.data() : own(g.arenas[SP_ARENA_STATE].bytes);
     for (uint32_t a : {SP_ARENA_WORK, SP_ARENA_KV, SP_ARENA_RECURRENT}) base[a] = own(g.arenas[a].bytes);
     arena_base_.push_back(std::move(base));

@@ -26,7 +26,8 @@ class CpuExecutor : public Executor {
   void clear_recurrent_state() override;
 
  protected:
-  CpuExecutor(const Graph& g, const ModelWeights& w);
+  // `shard_weights`: ExecutorOptions::shard_weights.
+  CpuExecutor(const Graph& g, const ModelWeights& w, bool shard_weights);
   TileContext tile_context(uint32_t device);
   // Before a run: the host's step state (device 0's) copied to the other devices.
   void share_step_state();
@@ -50,7 +51,8 @@ class CpuExecutor : public Executor {
 template <class Acc>
 class SequentialExecutor final : public CpuExecutor {
  public:
-  SequentialExecutor(const Graph& g, const ModelWeights& w) : CpuExecutor(g, w) {}
+  SequentialExecutor(const Graph& g, const ModelWeights& w, bool shard_weights)
+      : CpuExecutor(g, w, shard_weights) {}
   void run_steps(uint32_t steps) override;
   std::string describe() const override;
 };

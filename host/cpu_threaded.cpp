@@ -23,7 +23,7 @@ uint32_t resolve_workers(uint32_t requested, uint32_t devices) {
 }  // namespace
 
 ThreadedExecutor::ThreadedExecutor(const Graph& g, const ModelWeights& w, const ExecutorOptions& opt)
-    : CpuExecutor(g, w),
+    : CpuExecutor(g, w, opt.shard_weights),
       opt_(opt),
       workers_(resolve_workers(opt.workers, g.devices)),
       counters_(new std::atomic<uint32_t>[size_t(g.devices) * g.num_counters()]),

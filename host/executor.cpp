@@ -83,9 +83,12 @@ std::unique_ptr<Executor> make_executor(const Graph& g, const ModelWeights& w, c
     throw Error(std::string("the graph is split over ") + std::to_string(g.devices) + " devices, which the " +
                 executor_kind_name(opt.kind) +
                 " executor does not run yet; the CPU executors (sequential, fp64, threaded) simulate them");
+  if (opt.shard_weights && (opt.kind == ExecutorKind::Cuda || opt.kind == ExecutorKind::Vulkan))
+    throw Error(std::string("the ") + executor_kind_name(opt.kind) +
+                " executor holds every weight; only the CPU executors (sequential, fp64, threaded) shard them");
   switch (opt.kind) {
-    case ExecutorKind::Sequential: return std::make_unique<SequentialExecutor<float>>(g, w);
-    case ExecutorKind::SequentialF64: return std::make_unique<SequentialExecutor<double>>(g, w);
+    case ExecutorKind::Sequential: return std::make_unique<SequentialExecutor<float>>(g, w, opt.shard_weights);
+    case ExecutorKind::SequentialF64: return std::make_unique<SequentialExecutor<double>>(g, w, opt.shard_weights);
     case ExecutorKind::Threaded: return std::make_unique<ThreadedExecutor>(g, w, opt);
     case ExecutorKind::Cuda:
 #ifdef SPINDLE_HAVE_CUDA

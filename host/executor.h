@@ -94,6 +94,11 @@ struct ExecutorOptions {
   int32_t device = -1;                     // vulkan: index in list_vulkan_devices(); -1 = the best usable
   VulkanTuning vulkan = {};
   MegakernelTuning megakernel = {};
+  // The CPU executors: each device its own copy of its weight shard (tasks/weight_shard.h),
+  // every other byte 0xFF (NaN), as a device of several holds only its shard; a run then gives
+  // the bits of the shared weights only where each device reads within its shard. The GPU
+  // executors refuse it.
+  bool shard_weights = false;
 };
 
 // The best executor this build and machine offer: cuda when a GPU is usable, else threaded.

@@ -331,56 +331,105 @@ uint64_t gdn_input(const Graph& g, const SpTask& t) {
 }
 uint64_t none(const Graph&, const SpTask&) { return 0; }
 
-const OpDecl kEmbed{{{{K::View, "table"}, {K::View, "out", true}}}, check_embed, nullptr, none};
+// The task's tiles are rows of operand 0 (GEMV, ROUTER, GEMV_PIECE, PIECE_DOTS), or of 0 and 1
+// (GATE_UP).
+void tile_rows_of_0(const Graph&, const SpTask& t, const WeightRowsSink& add) { add(0, t.tile_begin, t.tile_end); }
+void tile_rows_of_0_1(const Graph&, const SpTask& t, const WeightRowsSink& add) {
+  add(0, t.tile_begin, t.tile_end);
+  add(1, t.tile_begin, t.tile_end);
+}
+
+// The experts whose rows a routed task may read: those its params hold.
+template <class F>
+void for_each_held_expert(const SpMoeParams& p, F&& f) {
+  const uint32_t first = p.held_count ? p.held_first : 0, end = p.held_count ? p.held_first + p.held_count : p.experts;
+  for (uint32_t e = first; e < end; ++e) f(e);
+}
+
+// EXPERT_GATE_UP: tile t is row t % Im of a slot, so of every held expert's gate (rows e·2Im +
+// r) and up rows (e·2Im + Im + r), the rows r the tiles cover: every row once they span Im.
+void expert_gate_up_rows(const Graph& g, const SpTask& t, const WeightRowsSink& add) {
+  const SpMoeParams& p = moe_record(g, t, 5);
+  const uint64_t Im = p.expert_rows, r0 = t.tile_begin % Im, r1 = r0 + (t.tile_end - t.tile_begin);
+  for_each_held_expert(p, [&](uint32_t e) {
+    for (const uint64_t base : {2 * Im * e, 2 * Im * e + Im}) {
+      if (r1 - r0 >= Im) add(0, base, base + Im);
+      else if (r1 <= Im) add(0, base + r0, base + r1);
+      else {  // the tiles wrap into the next slot's first rows
+        add(0, base + r0, base + Im);
+        add(0, base, base + r1 - Im);
+      }
+    }
+  });
+}
+
+// The experts' down (EXPERT_DOWN, EXPERT_DOWN_SHARED, EXPERT_DOWN_PIECE): tile r is row r of
+// every held expert's H rows (rows e·H + r); with a shared expert in bf16 (operand 5), its
+// rows r.
+void expert_down_rows(const Graph& g, const SpTask& t, const WeightRowsSink& add) {
+  const SpMoeParams& p = moe_record(g, t, 4);
+  const uint64_t H = g.views[t.operand[0]].rows / p.experts;
+  for_each_held_expert(p, [&](uint32_t e) { add(0, e * H + t.tile_begin, e * H + t.tile_end); });
+  if (t.op == SP_OP_EXPERT_DOWN_SHARED) add(5, t.tile_begin, t.tile_end);
+}
+
+// EXPERT_DOWN_SUM: the shared expert's down rows, where it reads them (operand 5 in bf16).
+void expert_down_sum_rows(const Graph&, const SpTask& t, const WeightRowsSink& add) {
+  if (t.operand[5] != SP_NO_VIEW) add(5, t.tile_begin, t.tile_end);
+}
+
+const OpDecl kEmbed{{{{K::View, "table"}, {K::View, "out", true}}}, check_embed, nullptr, none, nullptr};
 const OpDecl kGemv{{{{K::View, "W"}, {K::View, "x"}, {K::OptionalView, "norm"}, {K::View, "out", true},
                      {K::OptionalView, "residual"}, {K::Immediate, "flags"}, {K::OptionalView, "argmax", true},
                      {K::Split, "split"}}},
-                   check_gemv, nullptr, row_input};
+                   check_gemv, nullptr, row_input, tile_rows_of_0};
 const OpDecl kGateUp{{{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "out", true}}},
-                     check_gate_up, nullptr, row_input};
+                     check_gate_up, nullptr, row_input, tile_rows_of_0_1};
 const OpDecl kAttention{{{{K::View, "qkv"}, {K::View, "q_norm"}, {K::View, "k_norm"}, {K::View, "kv_cache", true},
                           {K::View, "rope"}, {K::View, "partials", true}, {K::View, "out", true},
                           {K::View, "arrivals", true}}},
-                        check_attention, nullptr, none};
+                        check_attention, nullptr, none, nullptr};
 const OpDecl kExpertDownShared{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                                  {K::View, "hidden", true}, {K::Params, "params"}, {K::View, "shared_W"},
                                  {K::View, "shared_act"}, {K::View, "shared_gate"}}},
-                               check_expert_down_shared, expert_down_bytes, expert_down_shared_input};
-const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none};
+                               check_expert_down_shared, expert_down_bytes, expert_down_shared_input,
+                               expert_down_rows};
+const OpDecl kGatedAttention{kAttention.operands, check_gated_attention, nullptr, none, nullptr};
 const OpDecl kGdn{{{{K::View, "proj", true}, {K::View, "conv_w"}, {K::View, "A_log"}, {K::View, "dt_bias"}, {K::View, "norm"},
                     {K::View, "conv_state", true}, {K::View, "state", true}, {K::View, "out", true}}},
-                  check_gdn, nullptr, gdn_input};
+                  check_gdn, nullptr, gdn_input, nullptr};
 const OpDecl kSample{{{{K::View, "logits"}, {K::View, "argmax"}, {K::Immediate, "partial_count"},
                        {K::View, "forced"}, {K::View, "out_tokens", true}}},
-                     check_sample, nullptr, none};
+                     check_sample, nullptr, none, nullptr};
 const OpDecl kMlp{{{{K::View, "Wg"}, {K::View, "Wu"}, {K::View, "Wd"}, {K::View, "hidden", true}, {K::View, "norm"},
                     {K::View, "partials", true}, {K::View, "arrivals", true}}},
-                  check_mlp, nullptr, mlp_input};
+                  check_mlp, nullptr, mlp_input, nullptr};
 const OpDecl kGemvPiece{{{{K::View, "W"}, {K::View, "x"}, {K::View, "out", true}, {K::OptionalView, "residual"},
                           {K::View, "partials", true}, {K::View, "arrivals", true}, {K::Immediate, "piece"},
                           {K::Split, "split"}}},
-                        check_gemv_piece, nullptr, row_input};
+                        check_gemv_piece, nullptr, row_input, tile_rows_of_0};
 const OpDecl kRouter{{{{K::View, "W"}, {K::View, "x"}, {K::View, "norm"}, {K::View, "logits", true},
                        {K::Params, "params"}}},
-                     check_router, nullptr, row_input};
+                     check_router, nullptr, row_input, tile_rows_of_0};
 const OpDecl kExpertGateUp{{{{K::View, "W", false, true}, {K::View, "x"}, {K::View, "norm"}, {K::View, "routing", true},
                              {K::View, "act", true}, {K::Params, "params"}, {K::View, "logits"}}},
-                           check_expert_gate_up, expert_gate_up_bytes, expert_gate_up_input};
+                           check_expert_gate_up, expert_gate_up_bytes, expert_gate_up_input,
+                           expert_gate_up_rows};
 const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "routing"},
                            {K::View, "hidden", true}, {K::Params, "params"}}},
-                         check_expert_down, expert_down_bytes, expert_down_input};
+                         check_expert_down, expert_down_bytes, expert_down_input, expert_down_rows};
 const OpDecl kPieceDots{{{{K::View, "W"}, {K::View, "x"}, {K::View, "partials", true}, {K::Immediate, "piece"}}},
-                        check_piece_dots, nullptr, none};
+                        check_piece_dots, nullptr, none, tile_rows_of_0};
 const OpDecl kPieceSum{{{{K::View, "partials"}, {K::View, "out", true}, {K::OptionalView, "residual"},
                          {K::Split, "split"}}},
-                       check_piece_sum, nullptr, none};
+                       check_piece_sum, nullptr, none, nullptr};
 const OpDecl kExpertDownPiece{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "logits"},
                                  {K::View, "partials", true}, {K::Params, "params"}, {K::Immediate, "piece"}}},
-                               check_expert_down_piece, expert_down_bytes, none};
+                               check_expert_down_piece, expert_down_bytes, none, expert_down_rows};
 const OpDecl kExpertDownSum{{{{K::View, "partials"}, {K::View, "logits"}, {K::View, "hidden", true}, {K::Params, "params"},
                               {K::Split, "split"}, {K::OptionalView, "shared_W"}, {K::OptionalView, "shared_act"},
                               {K::OptionalView, "shared_gate"}}},
-                            check_expert_down_sum, nullptr, none};
+                            check_expert_down_sum, nullptr, none, expert_down_sum_rows};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 // `info` and `bench` count and every executor's capability checks follow from these.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "tasks/task.h"
 
@@ -41,6 +42,10 @@ struct OpcodeOperands {
   OperandInfo operand[SP_TASK_OPERANDS];
 };
 
+// Where a task's tiles read some rows of a weight operand alone: add(k, first row, end row) of
+// operand k's view (a routed operand's rows of every expert it may read).
+using WeightRowsSink = std::function<void(uint32_t k, uint64_t row0, uint64_t row1)>;
+
 struct OpDecl {
   OpcodeOperands operands;
   // Refuses (OperandCheck::refuse) a task whose operands, tiles or parameters its op cannot
@@ -56,6 +61,10 @@ struct OpDecl {
   // sizes the shaders' shared vectors by (the CUDA tiles' layouts, with their other buffers,
   // are megakernel/task_smem.cpp's).
   uint64_t (*staged_input)(const Graph& g, const SpTask& t);
+  // The rows of its weight operands the task's tiles may read, for whatever input (any token,
+  // any routing), where they are not the whole view: the weight shard a device must hold
+  // (tasks/weight_shard.h). nullptr, or an operand it does not name: the whole view.
+  void (*weight_rows)(const Graph& g, const SpTask& t, const WeightRowsSink& add);
 };
 
 // The declaration of op, or nullptr for an unknown opcode.

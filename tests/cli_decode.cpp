@@ -91,14 +91,24 @@ TEST_CASE("the md5 is that of the tokens it reports") {
   CHECK(!j.contains("match"));
 }
 
+namespace {
+
+// `spindle run A` and `run B` (both --json) succeed with the same tokens; B's result.
+CliResult run_same_tokens(const std::string& a, const std::string& b) {
+  const CliResult first = run_cli("run " + a), second = run_cli("run " + b);
+  CAPTURE(second.err);
+  REQUIRE(first.status == 0);
+  REQUIRE(second.status == 0);
+  CHECK(json::parse(second.out).at("tokens") == json::parse(first.out).at("tokens"));
+  return second;
+}
+
+}  // namespace
+
 TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, and bench and the GPU executors refuse it") {
   const std::string model = "--model synthetic:tiny-qwen3.5 --max-new-tokens 6 --json ";
-  const CliResult one = run_cli("run " + model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2");
-  const CliResult two = run_cli("run " + model + "-e threaded --workers 2 --devices 2");
-  CAPTURE(two.err);
-  REQUIRE(one.status == 0);
-  REQUIRE(two.status == 0);
-  CHECK(json::parse(two.out).at("tokens") == json::parse(one.out).at("tokens"));
+  const CliResult two = run_same_tokens(model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2",
+                                        model + "-e threaded --workers 2 --devices 2");
   CHECK(two.err_has("executor threaded (2 workers on each of 2 devices, ticket)"));
   const CliResult vulkan = run_cli("run " + model + "-e vulkan --devices 2");
   CHECK(vulkan.status != 0);
@@ -114,12 +124,8 @@ TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, a
 TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the experts' dots whole, and is refused "
           "on one device or with a saved graph") {
   const std::string model = "--model synthetic:tiny-moe --max-new-tokens 6 --json ";
-  const CliResult one = run_cli("run " + model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2");
-  const CliResult two = run_cli("run " + model + "-e threaded --workers 2 --devices 2 --expert-parallel");
-  CAPTURE(two.err);
-  REQUIRE(one.status == 0);
-  REQUIRE(two.status == 0);
-  CHECK(json::parse(two.out).at("tokens") == json::parse(one.out).at("tokens"));
+  run_same_tokens(model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2",
+                  model + "-e threaded --workers 2 --devices 2 --expert-parallel");
   const CliResult alone = run_cli("run " + model + "-e threaded --expert-parallel");
   CHECK(alone.status == 2);
   CHECK(alone.err_has("expert parallel splits the routed experts over devices: it needs devices above 1"));
@@ -130,4 +136,20 @@ TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the
   const CliResult info = run_cli("info --model synthetic:tiny-moe --devices 2 --expert-parallel");
   REQUIRE(info.status == 0);
   CHECK(info.out_has("expert parallel        a device's routed experts counted at their share of an even routing"));
+}
+
+TEST_CASE("--tune shard-weights=on: each simulated device holds its weight shard alone, with the tokens of the "
+          "shared weights, and info prints each device's shard") {
+  const std::string model = "--model synthetic:tiny-qwen3.5-moe --max-new-tokens 6 --json -e threaded --devices 2 ";
+  run_same_tokens(model, model + "--tune shard-weights=on");
+  const CliResult vulkan = run_cli("run --model synthetic:tiny -e vulkan --tune shard-weights=on");
+  CHECK(vulkan.status == 2);
+  CHECK(vulkan.err_has("the vulkan executor holds every weight; only the CPU executors (sequential, fp64, threaded) "
+                       "shard them"));
+  const CliResult info = run_cli("info --model synthetic:tiny-qwen3.5-moe --devices 2 --json");
+  REQUIRE(info.status == 0);
+  const json held = json::parse(info.out).at("device_weight_bytes_held");
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].get<uint64_t>() > 0);
+  CHECK(held[0].get<uint64_t>() < json::parse(info.out).at("weight_bytes").get<uint64_t>());
 }

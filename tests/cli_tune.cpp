@@ -13,7 +13,7 @@ TEST_CASE("tune --list names every knob once, marking those that change the bits
     CHECK(names.insert(k["name"].get<std::string>()).second);
     for (const char* field : {"sets", "values", "default", "what", "measured"}) CHECK(!k[field].get<std::string>().empty());
   }
-  CHECK(names.size() == 22);
+  CHECK(names.size() == 23);
   for (const auto& k : list) {
     const std::string name = k["name"];
     const bool bits = name == "attn-chunks" || name == "o-proj-split" || name == "down-split" || name == "fused-mlp" ||

@@ -14,6 +14,7 @@
 #include "hand_built_models.h"
 #include "host/synthetic.h"
 #include "tasks/graph_file.h"
+#include "tasks/weight_shard.h"
 
 using namespace spindle;
 
@@ -57,6 +58,18 @@ ExecutorOptions threaded(uint32_t workers, ScheduleKind schedule) {
   return o;
 }
 
+// g on the sequential executor and the threaded one (1 and 3 workers a device, both schedules)
+// decodes `expect`'s tokens and logits.
+void check_simulations(const Graph& g, const ModelWeights& w, const Decoded& expect) {
+  check_same(run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens), expect);
+  for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
+    for (uint32_t workers : {1u, 3u}) {
+      CAPTURE(std::string(schedule_kind_name(schedule)));
+      CAPTURE(workers);
+      check_same(run_decode(g, w, threaded(workers, schedule), kPrompt, kNewTokens), expect);
+    }
+}
+
 // What N devices compute expert parallel: the one-device split graph with the experts' down
 // dots whole.
 Graph one_device_expert_parallel(const ModelWeights& w, uint32_t devices) {
@@ -83,13 +96,7 @@ TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device spl
       CAPTURE(devices);
       const Decoded expect = run_decode(one_device_split(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       const Graph g = build_decode_graph(w, over(devices));
-      check_same(run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens), expect);
-      for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
-        for (uint32_t workers : {1u, 3u}) {
-          CAPTURE(std::string(schedule_kind_name(schedule)));
-          CAPTURE(workers);
-          check_same(run_decode(g, w, threaded(workers, schedule), kPrompt, kNewTokens), expect);
-        }
+      check_simulations(g, w, expect);
     }
   }
 }
@@ -104,13 +111,7 @@ TEST_CASE("devices: the MoE families expert parallel over 2 and 4 devices decode
       const Decoded expect =
           run_decode(one_device_expert_parallel(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       const Graph g = build_decode_graph(w, expert_parallel(devices));
-      check_same(run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens), expect);
-      for (ScheduleKind schedule : {ScheduleKind::Ticket, ScheduleKind::Static})
-        for (uint32_t workers : {1u, 3u}) {
-          CAPTURE(std::string(schedule_kind_name(schedule)));
-          CAPTURE(workers);
-          check_same(run_decode(g, w, threaded(workers, schedule), kPrompt, kNewTokens), expect);
-        }
+      check_simulations(g, w, expect);
     }
   }
 }
@@ -453,4 +454,82 @@ TEST_CASE("devices: validate refuses a sum task's shared expert operands that do
   g.tasks[ep_sum].operand[6] = SP_NO_VIEW;
   CHECK(problem(g) == "graph: task " + std::to_string(ep_sum) +
                           " (expert_down_sum): the shared expert's down rows without its activations and gate");
+}
+
+TEST_CASE("devices: a device's weight shard holds the rows its tasks read, a share of the split tensors, and its "
+          "experts alone expert parallel") {
+  const ModelWeights w = four_kv_heads("tiny-moe");
+  const auto tensor_range = [&](const Graph& g, const std::string& name) {
+    const auto it = std::find(g.view_names.begin(), g.view_names.end(), name);
+    REQUIRE(it != g.view_names.end());
+    const SpView& v = g.views[it - g.view_names.begin()];
+    const uint64_t at = sp_view_offset(v);
+    return std::pair{v.arena - SP_ARENA_WEIGHTS0, ByteRange{at, at + uint64_t(v.rows) * v.row_stride * sp_dtype_bytes(v.dtype)}};
+  };
+  // The bytes of [begin, end) of arena a that a shard holds.
+  const auto held = [](const WeightShard& s, uint32_t a, ByteRange in) {
+    uint64_t n = 0;
+    for (const ByteRange& r : s.arenas[a]) n += std::min(r.end, in.end) > std::max(r.begin, in.begin)
+                                                   ? std::min(r.end, in.end) - std::max(r.begin, in.begin) : 0;
+    return n;
+  };
+  // One device reads every tensor whole (its graph's weight views are the tensors).
+  const Graph one = build_decode_graph(w, over(1));
+  uint64_t weights = 0;
+  for (const SpView& v : one.views)
+    if (v.arena >= SP_ARENA_WEIGHTS0) weights += uint64_t(v.rows) * v.row_stride * sp_dtype_bytes(v.dtype);
+  CHECK(device_weight_shard(one, 0).bytes() == weights);
+  // Two: half of each split projection's rows, the embedding whole on both.
+  const Graph tp = build_decode_graph(w, over(2));
+  const WeightShard d0 = device_weight_shard(tp, 0), d1 = device_weight_shard(tp, 1);
+  CHECK(d0.bytes() < weights);
+  CHECK(d0.bytes() + d1.bytes() > weights);  // what both hold: the embedding, norms, router
+  for (const char* name : {"model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.o_proj.weight",
+                           "lm_head.weight", "model.layers.0.mlp.experts.gate_up_proj",
+                           "model.layers.1.mlp.experts.down_proj"}) {
+    CAPTURE(name);
+    const auto [a, range] = tensor_range(tp, name);
+    CHECK(held(d0, a, range) == (range.end - range.begin) / 2);
+    CHECK(held(d1, a, range) == (range.end - range.begin) / 2);
+  }
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.0.mlp.gate.weight"}) {
+    CAPTURE(name);
+    const auto [a, range] = tensor_range(tp, name);
+    CHECK(held(d0, a, range) == range.end - range.begin);
+    CHECK(held(d1, a, range) == range.end - range.begin);
+  }
+  // Expert parallel over 2: device 0 holds experts 0..3 whole, none of 4..7.
+  const Graph ep = build_decode_graph(w, expert_parallel(2));
+  const WeightShard e0 = device_weight_shard(ep, 0);
+  const auto [a, gate_up] = tensor_range(ep, "model.layers.0.mlp.experts.gate_up_proj");
+  const uint64_t half = (gate_up.end - gate_up.begin) / 2;
+  CHECK(held(e0, a, {gate_up.begin, gate_up.begin + half}) == half);
+  CHECK(held(e0, a, {gate_up.begin + half, gate_up.end}) == 0);
+}
+
+TEST_CASE("devices: each device holding its weight shard alone (the rest NaN) decodes the shared weights' tokens and "
+          "logits, for every family, tensor and expert parallel") {
+  for (const std::string preset : {"tiny", "tiny-moe", "tiny-qwen3.5", "tiny-qwen3.5-moe", "tiny-qwen3-next"}) {
+    const ModelWeights w = four_kv_heads(preset);
+    for (uint32_t devices : {2u, 4u})
+      for (bool ep : {false, true}) {
+        if (ep && !w.config.num_experts) continue;
+        CAPTURE(preset);
+        CAPTURE(devices);
+        CAPTURE(ep);
+        const Graph g = build_decode_graph(w, ep ? expert_parallel(devices) : over(devices));
+        const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+        ExecutorOptions sharded{ExecutorKind::Sequential};
+        sharded.shard_weights = true;
+        check_same(run_decode(g, w, sharded, kPrompt, kNewTokens), expect);
+        ExecutorOptions threads = threaded(2, ScheduleKind::Ticket);
+        threads.shard_weights = true;
+        check_same(run_decode(g, w, threads, kPrompt, kNewTokens), expect);
+      }
+  }
+  ExecutorOptions vulkan{ExecutorKind::Vulkan};
+  vulkan.shard_weights = true;
+  const ModelWeights& tiny = tiny_model().weights;
+  CHECK(error_of([&] { make_executor(build_decode_graph(tiny, over(1)), tiny, vulkan); }) ==
+        "the vulkan executor holds every weight; only the CPU executors (sequential, fp64, threaded) shard them");
 }

@@ -13,6 +13,7 @@
 #include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/vulkan_devices.h"
+#include "tasks/weight_shard.h"
 #include "tasks/error.h"
 
 namespace spindle::cli {
@@ -74,6 +75,8 @@ void info(const InfoFlags& f) {
   const uint64_t per_token = weight_bytes_per_token(g), kv = kv_bytes_per_position(g);
   const uint64_t recurrent = recurrent_state_bytes(g);
   const std::vector<uint64_t> by_device = device_bytes(g, 1);
+  std::vector<uint64_t> held;  // each device's weight shard (tasks/weight_shard.h)
+  for (uint32_t d = 0; d < g.devices; ++d) held.push_back(device_weight_shard(g, d).bytes());
   std::string no_vulkan;
   const nlohmann::json devices = vulkan_devices(no_vulkan);
   if (f.json) {
@@ -93,6 +96,7 @@ void info(const InfoFlags& f) {
                 {"recurrent_state_bytes", recurrent},
                 {"devices", g.devices},
                 {"device_bytes_at_position_1", by_device},
+                {"device_weight_bytes_held", held},
                 {"context", g.params.context},
                 {"tasks", g.tasks.size()},
                 {"counters", g.num_counters()},
@@ -120,8 +124,8 @@ void info(const InfoFlags& f) {
     std::printf("recurrent state        %llu (%s), read and written every token\n", (unsigned long long)recurrent,
                 si(recurrent, "B").c_str());
   for (uint32_t d = 0; d < g.devices && g.devices > 1; ++d)
-    std::printf("device %-15u %llu (%s) moved by its tasks at position 1\n", d, (unsigned long long)by_device[d],
-                si(by_device[d], "B").c_str());
+    std::printf("device %-15u %llu (%s) moved by its tasks at position 1, %s of weights held\n", d,
+                (unsigned long long)by_device[d], si(by_device[d], "B").c_str(), si(held[d], "B").c_str());
   if (f.split.expert_parallel)
     std::printf("expert parallel        a device's routed experts counted at their share of an even routing\n");
   std::printf("graph                  %zu tasks, %u counters, %zu views, context %u\n",

@@ -111,6 +111,12 @@ const std::vector<Knob>& knobs() {
        "qwen3-0.6b @1 / @4096 0.8187 / 1.2863 -> 0.8144 / 1.2785 ms; qwen3-8b 4.4345 -> 4.4748 (EXPERIMENTS "
        "27th §1)",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.kv_head_waits = on_off(v); }},
+      {"shard-weights", T::Executor, "on or off", "off",
+       "cpu executors: each device its own copy of its shard of the weights (what its tasks may read), every "
+       "other byte NaN, as a device of several would hold them: the bits of a run change where a device reads "
+       "outside its shard (docs/multi-device.md)",
+       false, "a check of the partition, not measured for speed",
+       [](const std::string& v, BuildOptions&, ExecutorOptions& e) { e.shard_weights = on_off(v); }},
       {"cuda-cluster", T::Executor, "on or off", "off",
        "cuda megakernel: run the graph as the cluster program (docs/two-hop-layer.md), which needs a graph built "
        "with kv-head-waits=on o-proj-split=KV_HEADS attn-chunks=8 fused-mlp=PIECES/8 and greedy sampling",
