@@ -383,6 +383,15 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
   CHECK(error_of([&] { build_decode_graph(narrow, over(8)); }) ==
         "down over 8 devices, split 8/8: the split's pieces are not whole octets (a multiple of 8 columns each) "
         "(40 columns)");
+  // A shared expert of 24 columns: 2 devices cut its down into pieces of 12.
+  ModelConfig shared = synthetic_config("tiny-qwen3.5-moe");
+  shared.n_heads = 8;
+  shared.n_kv_heads = 4;
+  shared.shared_intermediate = 24;
+  const ModelWeights narrow_shared = test::weights_for("narrow-shared", shared, 256);
+  CHECK(error_of([&] { build_decode_graph(narrow_shared, over(2)); }) ==
+        "shared expert down over 2 devices, split 2/2: the split's pieces are not whole octets (a multiple of 8 "
+        "columns each) (24 columns)");
 }
 
 TEST_CASE("devices: the GPU executors refuse a graph over several devices, naming the ones that run it") {

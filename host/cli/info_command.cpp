@@ -13,8 +13,8 @@
 #include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/vulkan_devices.h"
-#include "tasks/weight_shard.h"
 #include "tasks/error.h"
+#include "tasks/weight_shard.h"
 
 namespace spindle::cli {
 namespace {
