@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spindle::graph_to_json(g).dump();
     if (too_large(g)) return 0;
     const spindle::ModelWeights w = random_weights(g);
-    spindle::SequentialExecutor<float> ex(g, w);
+    spindle::SequentialExecutor<float> ex(g, w, false);
     spindle::decode(ex, g, {0}, 1, {});
   } catch (const spindle::Error&) {
   }
