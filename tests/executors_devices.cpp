@@ -25,7 +25,7 @@ constexpr uint32_t kNewTokens = 6;
 
 // The tiny preset of a family with 8 q heads over 4 kv heads and, in the hybrid ones, 8 GDN
 // value heads over 4 key heads, so that 2 and 4 devices each hold whole kv and key heads.
-ModelWeights four_kv_heads(const std::string& preset) {
+ModelConfig four_kv_config(const std::string& preset) {
   ModelConfig c = synthetic_config(preset);
   c.n_heads = 8;
   c.n_kv_heads = 4;
@@ -33,8 +33,10 @@ ModelWeights four_kv_heads(const std::string& preset) {
     c.linear_num_key_heads = 4;
     c.linear_num_value_heads = 8;
   }
-  return test::weights_for(preset + "-4kv", c, 256);
+  return c;
 }
+
+ModelWeights four_kv_heads(const std::string& preset) { return test::weights_for(preset + "-4kv", four_kv_config(preset), 256); }
 
 BuildOptions over(uint32_t devices) {
   BuildOptions o;
@@ -173,9 +175,7 @@ TEST_CASE("devices: expert parallel refuses one device, a model without routed e
         "expert parallel splits the routed experts over devices: it needs devices above 1");
   CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny"), expert_parallel(2)); }) ==
         "expert parallel splits the routed experts over devices, and a qwen3 model has none");
-  ModelConfig six = synthetic_config("tiny-moe");
-  six.n_heads = 8;
-  six.n_kv_heads = 4;
+  ModelConfig six = four_kv_config("tiny-moe");
   six.num_experts = 6;
   const ModelWeights six_experts = test::weights_for("six-experts", six, 256);
   CHECK(error_of([&] { build_decode_graph(six_experts, expert_parallel(4)); }) ==
@@ -384,9 +384,7 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
         "down over 8 devices, split 8/8: the split's pieces are not whole octets (a multiple of 8 columns each) "
         "(40 columns)");
   // A shared expert of 24 columns: 2 devices cut its down into pieces of 12.
-  ModelConfig shared = synthetic_config("tiny-qwen3.5-moe");
-  shared.n_heads = 8;
-  shared.n_kv_heads = 4;
+  ModelConfig shared = four_kv_config("tiny-qwen3.5-moe");
   shared.shared_intermediate = 24;
   const ModelWeights narrow_shared = test::weights_for("narrow-shared", shared, 256);
   CHECK(error_of([&] { build_decode_graph(narrow_shared, over(2)); }) ==
