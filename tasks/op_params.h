@@ -27,7 +27,6 @@ struct SpMoeParams {
   uint32_t reserved[2];
 };
 
-
 #ifdef __cplusplus
 static_assert(sizeof(SpOpParams) == 32, "SpOpParams must stay 8 words");
 static_assert(sizeof(SpMoeParams) == sizeof(SpOpParams), "an op's record is one SpOpParams");

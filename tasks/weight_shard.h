@@ -5,13 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "tasks/byte_ranges.h"
 #include "tasks/graph.h"
 
 namespace spindle {
-
-struct ByteRange {
-  uint64_t begin, end;
-};
 
 struct WeightShard {
   // Of each weight arena (arena SP_ARENA_WEIGHTS0 + i), the byte ranges read: sorted, apart.

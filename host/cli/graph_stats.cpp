@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "tasks/byte_ranges.h"
 #include "tasks/gdn_shape.h"
 #include "tasks/op_decls.h"
 #include "tasks/operand_check.h"
@@ -15,28 +16,12 @@
 namespace spindle::cli {
 namespace {
 
-using Interval = std::pair<uint64_t, uint64_t>;  // [begin, end) bytes in an arena
+// A view's bytes appended as ranges of its arena.
+void add_view_bytes(const SpView& v, std::vector<ByteRange>& out) { add_view_rows(v, 0, v.rows, out); }
 
-void add_view_bytes(const SpView& v, std::vector<Interval>& out) {
-  const uint64_t b = sp_dtype_bytes(v.dtype), off = sp_view_offset(v);
-  if (v.rows == 0 || v.cols == 0) return;
-  if (v.rows == 1 || v.row_stride == v.cols) {
-    out.emplace_back(off, off + uint64_t(v.rows) * v.cols * b);
-    return;
-  }
-  for (uint64_t r = 0; r < v.rows; ++r)
-    out.emplace_back(off + r * v.row_stride * b, off + (r * v.row_stride + v.cols) * b);
-}
-
-uint64_t union_bytes(std::vector<Interval> iv) {
-  std::sort(iv.begin(), iv.end());
-  uint64_t total = 0, covered_to = 0;
-  for (const auto& [b, e] : iv) {
-    const uint64_t from = std::max(b, covered_to);
-    if (e > from) total += e - from;
-    covered_to = std::max(covered_to, e);
-  }
-  return total;
+uint64_t union_bytes(std::vector<ByteRange> ranges) {
+  merge_ranges(ranges);
+  return range_bytes(ranges);
 }
 
 // Calls f(task, operand info, view id) for every view operand.
@@ -51,7 +36,7 @@ void for_each_view_operand(const Graph& g, F&& f) {
 }  // namespace
 
 uint64_t weight_bytes_per_token(const Graph& g) {
-  std::map<uint32_t, std::vector<Interval>> read;  // by arena
+  std::map<uint32_t, std::vector<ByteRange>> read;  // by arena
   std::set<uint32_t> seen, embed_tables;
   for_each_view_operand(g, [&](const SpTask& t, const OperandInfo& info, uint32_t v) {
     const SpView& view = g.views[v];
@@ -74,7 +59,7 @@ uint64_t routed_weight_bytes_per_token(const Graph& g) {
 }
 
 uint64_t recurrent_state_bytes(const Graph& g) {
-  std::vector<Interval> state;
+  std::vector<ByteRange> state;
   std::set<uint32_t> seen;
   for_each_view_operand(g, [&](const SpTask&, const OperandInfo&, uint32_t v) {
     if (g.views[v].arena == SP_ARENA_RECURRENT && seen.insert(v).second) add_view_bytes(g.views[v], state);
