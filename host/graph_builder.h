@@ -30,7 +30,8 @@ struct BuildOptions {
   // The GDN layers' out_proj summed alike (the hybrid families).
   GemvSplit gdn_out_split{};
   // The routed experts' down dots summed alike, from pieces computed as tasks of their own
-  // (EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which only the CPU executors run), and the shared
+  // (EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which the CPU executors and CUDA's per-op kernels
+  // run), and the shared
   // expert's (PIECE_DOTS, added by EXPERT_DOWN_SUM).
   GemvSplit expert_down_split{};
   // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`

@@ -71,6 +71,18 @@ __device__ __forceinline__ void run_device_task(const SpTask& t, const TileConte
     case SP_OP_GDN:
       if constexpr (has(SP_OP_GDN)) run_gdn(t, c, smem, extras, gang, site);
       return;
+    case SP_OP_PIECE_DOTS:
+      if constexpr (has(SP_OP_PIECE_DOTS)) run_piece_dots(t, c, smem);
+      return;
+    case SP_OP_PIECE_SUM:
+      if constexpr (has(SP_OP_PIECE_SUM)) run_piece_sum(t, c);
+      return;
+    case SP_OP_EXPERT_DOWN_PIECE:
+      if constexpr (has(SP_OP_EXPERT_DOWN_PIECE)) run_expert_down_piece(t, c, smem);
+      return;
+    case SP_OP_EXPERT_DOWN_SUM:
+      if constexpr (has(SP_OP_EXPERT_DOWN_SUM)) run_expert_down_sum(t, c, smem);
+      return;
   }
 }
 

@@ -52,6 +52,18 @@ SP_HDI uint64_t expert_gate_up_smem_bytes(uint32_t K, uint32_t slots, uint32_t e
   return expert_gate_up_candidates_offset(K, slots, experts) +
          (experts + 31u) / 32u * route_group_candidates(slots) * 8u;
 }
+// EXPERT_DOWN_PIECE and EXPERT_DOWN_SUM, which route the token themselves: the k slots and
+// their weights, the E router logits (f32) and the candidates of the choice (as
+// EXPERT_GATE_UP's), then the rows the tile stages: the k slots' activations of the piece
+// (EXPERT_DOWN_PIECE, P bf16 each from a 16-byte boundary) or the shared expert's (EXPERT_DOWN_SUM
+// with the shared expert's down rows, Is bf16).
+SP_HDI uint32_t routed_logits_offset(uint32_t slots) { return kTileScratchBytes + align16(slots * 16u); }
+SP_HDI uint32_t routed_candidates_offset(uint32_t slots, uint32_t experts) {
+  return routed_logits_offset(slots) + align16(experts * 4u);
+}
+SP_HDI uint32_t routed_rows_offset(uint32_t slots, uint32_t experts) {
+  return routed_candidates_offset(slots, experts) + align16((experts + 31u) / 32u * route_group_candidates(slots) * 8u);
+}
 // EXPERT_DOWN: the k slots of the routing, their activations (bf16, each row from a 16-byte
 // boundary), the shared expert's (Is bf16; none for EXPERT_DOWN), then the task's `rows` rows
 // of the residual it adds to (bf16).

@@ -1,5 +1,6 @@
-// The routed experts' tiles (tasks/opcodes.h SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN and
-// SP_OP_EXPERT_DOWN_SHARED; the router's rows are run_gemv's, tile_projection.cuh), bit for bit
+// The routed experts' tiles (tasks/opcodes.h SP_OP_EXPERT_GATE_UP, SP_OP_EXPERT_DOWN,
+// SP_OP_EXPERT_DOWN_SHARED, and the down in pieces, SP_OP_EXPERT_DOWN_PIECE and
+// SP_OP_EXPERT_DOWN_SUM; the router's rows are run_gemv's, tile_projection.cuh), bit for bit
 // ops/moe.h's: the projection tiles' warp-per-row canonical dots, the rows of the experts the
 // routing names found as the tile runs, each gate/up task routing the token from the router's
 // logits itself. Routed weights have no static span, so nothing of them is preloaded or
@@ -184,6 +185,93 @@ __device__ inline void run_expert_down(const SpTask& t, const TileContext& c, ui
       f = add_shared_expert(f, rounded(y), shared_gate);
     }
     if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(residual[r - t.tile_begin]) + f);
+  }
+}
+
+// Every thread, once the tile's other staging has started: the router's logits (operand
+// k_logits) staged at `logits` with it, waited for, and the k experts they route to into
+// `slots` (route_places; `cands` its scratch), complete on return.
+__device__ inline void route_from_logits(const SpTask& t, const TileContext& c, uint32_t k_logits, const SpMoeParams& p,
+                                         float* logits, uint64_t* cands, RoutingSlot* slots) {
+  stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[k_logits]), reinterpret_cast<bf16*>(logits),
+                             2u * p.experts);
+  cp_async_wait_all();
+  __syncthreads();
+  route_places(logits, cands, p, slots);
+}
+
+// A piece of the routed experts' down dots (ops/moe.h expert_down_piece_rows): the k slots'
+// activations of the piece staged, the token routed from the logits, then each warp's rows one
+// by one, each held slot's dot (its expert's row of the piece against its activations) into
+// its column of the piece's partial row, f32.
+__device__ inline void run_expert_down_piece(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 4);  // validate() checked it
+  const SpView& W = c.views[t.operand[0]];
+  const uint32_t P = W.cols, H = W.rows / p.experts, a_stride = expert_act_stride(P);
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
+  float* logits = reinterpret_cast<float*>(smem + routed_logits_offset(p.slots));
+  uint64_t* cands = reinterpret_cast<uint64_t*>(smem + routed_candidates_offset(p.slots, p.experts));
+  bf16* a = reinterpret_cast<bf16*>(smem + routed_rows_offset(p.slots, p.experts));
+  const bf16* act = view_data<const bf16>(c, t.operand[1]);
+  const size_t act_stride = c.views[t.operand[1]].row_stride;
+  for (uint32_t s = 0; s < p.slots; ++s) stage_to_shared<Src::Data>(act + s * act_stride, a + s * a_stride, P);
+  route_from_logits(t, c, 2, p, logits, cands, slots);
+  const HeldExperts held{p.held_first, p.held_count};
+  const bf16* w = view_data<const bf16>(c, t.operand[0]);
+  float* partial = view_data<float>(c, t.operand[3]) + size_t(t.operand[5]) * c.views[t.operand[3]].row_stride;
+  for (uint32_t r = t.tile_begin + warp_id(); r < t.tile_end; r += warps_per_block())
+    for (uint32_t s = 0; s < p.slots; ++s) {
+      if (!held.holds(slots[s].expert)) continue;
+      const float y =
+          warp_dot<Src::Weight, Src::Shared>(w + (size_t(slots[s].expert) * H + r) * W.row_stride, a + s * a_stride, P);
+      if (lane_id() == 0) partial[size_t(s) * H + r] = y;
+    }
+}
+
+// The pieces summed into the residual (ops/moe.h expert_down_sum_rows): the token routed and
+// weighed from the logits (route_places, route_weights), then each warp's rows one by one: each
+// slot's pieces summed as a split GEMV sums them, rounded, weighed and added in slot order, and
+// the shared expert's term from its down rows (its activations staged) or its dots' pieces.
+__device__ inline void run_expert_down_sum(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 3);  // validate() checked it
+  const GemvSplit split = gemv_split(t.operand[4]);
+  const SpView& pv = c.views[t.operand[0]];
+  const uint32_t H = pv.cols / p.slots;
+  const bool shared = t.operand[5] != SP_NO_VIEW;
+  const bool shared_pieces = shared && c.views[t.operand[5]].dtype == SP_F32;
+  const uint32_t Is = shared && !shared_pieces ? c.views[t.operand[5]].cols : 0;
+  RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
+  RoutingSlot* weighed = slots + p.slots;
+  float* logits = reinterpret_cast<float*>(smem + routed_logits_offset(p.slots));
+  uint64_t* cands = reinterpret_cast<uint64_t*>(smem + routed_candidates_offset(p.slots, p.experts));
+  bf16* shared_act = reinterpret_cast<bf16*>(smem + routed_rows_offset(p.slots, p.experts));
+  if (Is) stage_to_shared<Src::Data>(view_data<const bf16>(c, t.operand[6]), shared_act, Is);
+  const bf16 shared_gate = shared ? load_bf16<Src::Data>(view_data<const bf16>(c, t.operand[7])) : bf16{};
+  route_from_logits(t, c, 1, p, logits, cands, slots);
+  route_weights(logits, p, slots, weighed);
+  __syncthreads();
+  const float* partials = view_data<const float>(c, t.operand[0]);
+  bf16* hidden = view_data<bf16>(c, t.operand[2]);
+  for (uint32_t r = t.tile_begin + warp_id(); r < t.tile_end; r += warps_per_block()) {
+    float m = 0.0f;
+    for (uint32_t s = 0; s < p.slots; ++s) {
+      const float y = rounded(split_sum<float>(
+          split, [&](uint32_t j) { return load_data(partials + j * pv.row_stride + size_t(s) * H + r); }));
+      m = m + rounded(weighed[s].weight * y);
+    }
+    float f = rounded(m);
+    if (shared) {
+      const SpView& sv = c.views[t.operand[5]];
+      const float y =
+          shared_pieces
+              ? split_sum<float>(split, [&](uint32_t j) {
+                  return load_data(view_data<const float>(c, t.operand[5]) + j * sv.row_stride + r);
+                })
+              : warp_dot<Src::Weight, Src::Shared>(view_data<const bf16>(c, t.operand[5]) + size_t(r) * sv.row_stride,
+                                                    shared_act, Is);
+      f = add_shared_expert(f, rounded(y), shared_gate);
+    }
+    if (lane_id() == 0) hidden[r] = to_bf16(widen<float>(load_bf16<Src::Data>(hidden + r)) + f);
   }
 }
 

@@ -320,30 +320,56 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
 // rows' dots over the piece's columns, read from global memory (a piece's rows are not one
 // span, so nothing is preloaded), into the piece's partial row; the last piece of these rows to
 // count in sums every piece's dots and stores the rows, a thread a row.
-__device__ inline void run_gemv_piece(const SpTask& t, const TileContext& c, uint8_t* smem) {
+// A piece's dots of rows [tile_begin, tile_end) (W operand 0, its input operand 1) into
+// partial_row, f32 (ops/gemv.h piece_dot_rows): GEMV_PIECE's first half, and PIECE_DOTS.
+__device__ inline void piece_dots(const SpTask& t, const TileContext& c, uint8_t* smem, float* partial_row) {
   const SpView& W = c.views[t.operand[0]];
-  const GemvPiece piece = gemv_piece(t);  // checked on the host (cuda_executor.cpp)
   const uint32_t stride = warps_per_block();
   const bf16* n = projection_input(view_data<const bf16>(c, t.operand[1]), W.cols, nullptr, *c.params, smem, nullptr);
   const bf16* first = view_data<const bf16>(c, t.operand[0]);
-  float* partials = view_data<float>(c, t.operand[4]);
-  const size_t ps = c.views[t.operand[4]].row_stride;
   for_row_groups<kGemvGroupRows>(t.tile_begin + warp_id(), t.tile_end, stride, [&]<int R>(uint32_t r0) {
     const bf16* rows[R];
     for (int i = 0; i < R; ++i) rows[i] = first + size_t(r0 + i * stride) * W.row_stride;
     float dots[R];
     warp_dot_rows<Src::Weight, Src::Shared, R, chunks_in_flight(R)>(rows, n, W.cols, dots);
     if (lane_id() == 0)
-      for (int i = 0; i < R; ++i) partials[piece.index * ps + r0 + i * stride] = dots[i];
+      for (int i = 0; i < R; ++i) partial_row[r0 + i * stride] = dots[i];
   });
-  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[piece.word], piece.split.pieces)) return;
-  bf16* out = view_data<bf16>(c, t.operand[2]);
-  const bf16* residual = t.operand[3] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[3]);
-  for (uint32_t r = t.tile_begin + threadIdx.x; r < t.tile_end; r += blockDim.x) {
-    bf16 y = to_bf16(split_sum<float>(piece.split, [&](uint32_t j) { return load_data(partials + j * ps + r); }));
+}
+
+// Rows [r0, r1) of the pieces' partials (row j at partials + j·ps) summed as split_row_dot sums
+// them, into out = r(res + r(y)), or r(y) (ops/gemv.h piece_sum_rows): GEMV_PIECE's last
+// arrival, and PIECE_SUM.
+__device__ inline void piece_sum(const float* partials, size_t ps, GemvSplit split, uint32_t r0, uint32_t r1, bf16* out,
+                                 const bf16* residual) {
+  for (uint32_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
+    bf16 y = to_bf16(split_sum<float>(split, [&](uint32_t j) { return load_data(partials + j * ps + r); }));
     if (residual) y = to_bf16(widen<float>(load_bf16<Src::Data>(residual + r)) + widen<float>(y));
     out[r] = y;
   }
+}
+
+__device__ inline void run_gemv_piece(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  const GemvPiece piece = gemv_piece(t);  // checked on the host (cuda_executor.cpp)
+  float* partials = view_data<float>(c, t.operand[4]);
+  const size_t ps = c.views[t.operand[4]].row_stride;
+  piece_dots(t, c, smem, partials + piece.index * ps);
+  if (!block_arrived_last(view_data<uint32_t>(c, t.operand[5])[piece.word], piece.split.pieces)) return;
+  piece_sum(partials, ps, piece.split, t.tile_begin, t.tile_end, view_data<bf16>(c, t.operand[2]),
+            t.operand[3] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[3]));
+}
+
+// PIECE_DOTS: piece j's dots (operand 3) into partial row j of operand 2.
+__device__ inline void run_piece_dots(const SpTask& t, const TileContext& c, uint8_t* smem) {
+  piece_dots(t, c, smem, view_data<float>(c, t.operand[2]) + size_t(t.operand[3]) * c.views[t.operand[2]].row_stride);
+}
+
+// PIECE_SUM: the rows of the pieces' partials (operand 0) summed into operand 1, with the
+// residual of operand 2 where there is one.
+__device__ inline void run_piece_sum(const SpTask& t, const TileContext& c) {
+  piece_sum(view_data<const float>(c, t.operand[0]), c.views[t.operand[0]].row_stride, gemv_split(t.operand[3]),
+            t.tile_begin, t.tile_end, view_data<bf16>(c, t.operand[1]),
+            t.operand[2] == SP_NO_VIEW ? nullptr : view_data<const bf16>(c, t.operand[2]));
 }
 
 __device__ inline void run_gate_up(const SpTask& t, const TileContext& c, uint8_t* smem, const TileExtras* extras) {

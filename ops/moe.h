@@ -25,7 +25,7 @@ static_assert(sizeof(RoutingSlot) == 8, "a routing slot is two 32-bit words");
 // expert tiles skip the slots of the others; count 0: every expert.
 struct HeldExperts {
   uint32_t first = 0, count = 0;
-  bool holds(uint32_t e) const { return count == 0 || (e >= first && e - first < count); }
+  SP_HDI bool holds(uint32_t e) const { return count == 0 || (e >= first && e - first < count); }
 };
 
 // Whether expert i's logit a comes before expert j's b in the choice: the larger first, the

@@ -25,6 +25,10 @@
 // one, and one with dense layers runs in the two-hop build.
 #define SP_ON_ALL_BUT_PLAIN_WITH_MOE (SP_ON_ALL_BUT_PLAIN | SP_ON_CUDA_MOE)
 #define SP_ON_ALL_BUT_MOE (SP_ON_ALL & ~SP_ON_CUDA_MOE)
+// The ops of a step split over devices (and of their one-device numerics): the CPU executors and
+// CUDA's per-op kernels (per-op and CUDA-graph modes). Not yet in the persistent kernel, whose
+// two-hop build they made spill more (docs/multi-device.md), nor in Vulkan.
+#define SP_ON_CPU_AND_CUDA_PER_OP (SP_ON_CPU | SP_ON_CUDA_PER_OP)
 
 // X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
 // errors, and the suffix of its tile functions (run_<name>, and cost_<name> in GLSL).
@@ -42,10 +46,10 @@
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
-  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU)                            \
-  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU)                              \
-  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU)              \
-  X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_CPU)
+  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU_AND_CUDA_PER_OP)                            \
+  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU_AND_CUDA_PER_OP)                              \
+  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU_AND_CUDA_PER_OP)              \
+  X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_CPU_AND_CUDA_PER_OP)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.
@@ -166,8 +170,7 @@ enum SpOpcode : uint32_t {
   SP_OP_EXPERT_DOWN_SHARED = 13,
   // The two halves of GEMV_PIECE as tasks of their own, for a row-parallel projection split
   // over devices (docs/multi-device.md): device j computes piece j's dots into partial row j of
-  // the symmetric arena, and every device sums the pieces' rows. CPU tiles only, until a
-  // persistent kernel runs several devices. PIECE_DOTS: piece j of a GEMV split into S pieces
+  // the symmetric arena, and every device sums the pieces' rows. PIECE_DOTS: piece j of a GEMV split into S pieces
   // (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
   // columns, as f32, into partial row j. Tiles: output rows.
   //   0 W [rows, K/S] bf16 (row stride K)   1 x [K/S] bf16   2 partials [S, rows] f32
@@ -180,7 +183,7 @@ enum SpOpcode : uint32_t {
   //   alias out   3 imm split, as GEMV's (S >= 2)
   SP_OP_PIECE_SUM = 15,
   // EXPERT_DOWN's dots split as PIECE_DOTS and PIECE_SUM split a GEMV's: the routed experts'
-  // down projections tensor-parallel (docs/multi-device.md). CPU tiles only, as theirs. Each task
+  // down projections tensor-parallel (docs/multi-device.md). Each task
   // routes the token from the router's logits as EXPERT_GATE_UP does. EXPERT_DOWN_PIECE: piece j
   // of S, for rows [tile_begin, tile_end) of hidden: for each slot s, its expert e's down row r
   // (row e·H + r of W) · act_s over the piece's columns, as f32, into partial row j, column

@@ -477,3 +477,29 @@ TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megake
   o.gdn_gang = 1;  // a task a value head
   check_same(run_decode(build_decode_graph(w, o), w, cuda_options(CudaMode::Megakernel), prompt, 4), expect);
 }
+
+TEST_CASE("the experts' down in pieces (expert-down-split, and the shared expert's with it): the per-op and graph modes match the sequential reference, the megakernel refuses them") {
+  for (const char* preset : {"synthetic:tiny-moe", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
+    CAPTURE(preset);
+    const ModelWeights w = load_model(preset);
+    for (const GemvSplit split : {GemvSplit{2, 2}, GemvSplit{4, 2}}) {
+      CAPTURE(split.pieces);
+      BuildOptions o;
+      o.context = 64;
+      o.attn_chunks = 3;
+      o.expert_down_split = split;
+      const Graph g = build_decode_graph(w, o);
+      REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_PIECE) < g.tasks.size());
+      const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+      const uint32_t piece = first_task(g, SP_OP_EXPERT_DOWN_PIECE);
+      CHECK(error_of([&] { CudaExecutor ex(g, w, cuda_options(CudaMode::Megakernel)); }) ==
+            "cuda megakernel: task " + std::to_string(piece) +
+                " (expert_down_piece) has no tile in the persistent kernel yet; the per-op and graph modes run it "
+                "(--profile per-op, --profile graph)");
+      for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+        CAPTURE(cuda_mode_name(mode));
+        check_same(run_decode(g, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+      }
+    }
+  }
+}

@@ -30,3 +30,15 @@ TEST_CASE("dense graphs run in the plain build, qwen3_moe's in the MoE build, sp
     CHECK(cuda::persistent_build(graph_of(hybrid)) == cuda::TileBuild::kTwoHop);  // GDN, gated attention
   }
 }
+
+TEST_CASE("a graph with an op whose tile only the per-op kernels have is refused, naming its first task") {
+  BuildOptions o;
+  o.context = 64;
+  o.expert_down_split = {2, 2};
+  const Graph g = build_decode_graph(load_model("synthetic:tiny-moe"), o);
+  const uint32_t piece = first_task(g, SP_OP_EXPERT_DOWN_PIECE);
+  CHECK(error_of([&] { cuda::persistent_build(g); }) ==
+        "cuda megakernel: task " + std::to_string(piece) +
+            " (expert_down_piece) has no tile in the persistent kernel yet; the per-op and graph modes run it "
+            "(--profile per-op, --profile graph)");
+}
