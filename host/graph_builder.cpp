@@ -40,10 +40,10 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                 " model has none");
   if (opt.devices > 1) {
     const std::string over = " does not apply over " + std::to_string(opt.devices) + " devices";
-    if (Hkv % opt.devices)
-      throw Error(std::to_string(opt.devices) + " devices: a device holds whole kv heads, and the model's " +
-                  std::to_string(Hkv) + " (num_key_value_heads) do not split evenly over them (a kv head's q heads "
-                  "split over devices is not built)");
+    if (Hkv % opt.devices && opt.devices % Hkv)
+      throw Error(std::to_string(opt.devices) + " devices: a device holds whole kv heads, or a kv head's q heads are "
+                  "shared by devices alike, and the model's " + std::to_string(Hkv) +
+                  " (num_key_value_heads) neither split evenly over them nor divide them");
     if (opt.kv_head_waits) throw Error("kv_head_waits, a schedule of one device's stages," + over);
     if (opt.fused_mlp.pieces > 1) throw Error("the fused MLP (one device's gangs)" + over);
     if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1 || opt.gdn_out_split.pieces > 1 ||
@@ -52,10 +52,22 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
                   ": there each dot is split into a piece a device");
   }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
-  const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : attn_q_splits_for(chunks, c.n_heads, Hkv);
+  // Over more devices than kv heads, each kv head's q-head splits are shared by `share` devices.
+  const uint32_t share = opt.devices > Hkv ? opt.devices / Hkv : 1;
+  if (group % share)
+    throw Error(std::to_string(opt.devices) + " devices: each of the " + std::to_string(Hkv) +
+                " kv heads' q heads are shared by " + std::to_string(share) + " devices, and a kv head's " +
+                std::to_string(group) + " q heads (num_attention_heads / num_key_value_heads) do not split evenly "
+                "over them");
+  const uint32_t fit = attn_q_splits_for(chunks, c.n_heads, Hkv);
+  const uint32_t q_splits = opt.attn_q_splits ? opt.attn_q_splits : fit % share ? share : fit;
   if (group % q_splits)
     throw Error("attention q-head splits " + std::to_string(q_splits) + " do not divide a kv head's " +
                 std::to_string(group) + " q heads (num_attention_heads / num_key_value_heads)");
+  if (q_splits % share)
+    throw Error("attention q-head splits " + std::to_string(q_splits) + ": over " + std::to_string(opt.devices) +
+                " devices each kv head's splits are shared by " + std::to_string(share) +
+                " devices, which must divide them");
   const uint32_t max_steps = opt.max_steps ? opt.max_steps : ctx;
   if (max_steps > ctx)
     throw Error("max_steps " + std::to_string(max_steps) + " exceeds the context's " + std::to_string(ctx) +
@@ -87,6 +99,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   p.context = ctx;
   p.attn_chunks = chunks;
   p.attn_q_splits = q_splits;
+  p.attn_kv_share = share > 1 ? share : 0;
   p.norm_kind = is_hybrid(c.family) ? SP_NORM_ZERO_CENTRED : SP_NORM_STANDARD;
   p.rms_eps = c.rms_eps;
   p.rope_theta = c.rope_theta;

@@ -25,6 +25,13 @@ namespace spindle {
 // The q heads one attention tile holds: a kv head's group, split attn_q_splits ways.
 SP_HDI uint32_t attn_tile_heads(const SpGraphParams& p) { return p.n_heads / p.n_kv_heads / p.attn_q_splits; }
 
+// Whether unit u's tile whose chunk holds the position appends k̂ and v to the caches: the first
+// split of each device's share of its kv head's splits (one device: split 0), so that every
+// device holding the head has its rows.
+SP_HDI bool attn_unit_appends(uint32_t unit, uint32_t q_splits, uint32_t kv_share) {
+  return unit % (q_splits / (kv_share > 1 ? kv_share : 1u)) == 0;
+}
+
 struct PositionRange {
   uint32_t begin, end;  // empty when begin == end
 };
@@ -178,7 +185,7 @@ struct AttentionArgs {
   size_t partial_row_stride;
   bf16* out;                // [Hq * D]
   uint32_t* arrivals;       // [Hkv * q_splits], zero between steps
-  uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, q_splits, position, norm_kind;
+  uint32_t n_heads, n_kv_heads, head_dim, rotary_dim, context, chunks, q_splits, kv_share, position, norm_kind;
   float eps;
   bool gated;               // GATED_ATTENTION: q head h at h * 2D, its gate at h * 2D + D
 
@@ -205,7 +212,7 @@ void attention_tile(const AttentionArgs& a, uint32_t tile) {
   if (r.end == n) {  // the chunk holds the position: its rows are k̂ and v, appended by the first split
     norm_rope_head<Acc>(a.qkv + a.k_begin() + size_t(g) * D, D, a.rotary_dim, {a.k_norm, a.norm_kind, a.eps}, a.rope_row,
                         k_own.data());
-    if (unit % a.q_splits == 0) {
+    if (attn_unit_appends(unit, a.q_splits, a.kv_share)) {
       std::copy(k_own.begin(), k_own.end(), K + a.position * stride);
       std::copy(v_own, v_own + D, V + a.position * stride);
     }

@@ -124,7 +124,7 @@ void attention_tiles(const SpTask& t, const TileContext& c, bool gated) {
       operand_data<const bf16>(t, c, 4) + size_t(position) * operand_view(t, c, 4).row_stride,
       operand_data<float>(t, c, 5), operand_view(t, c, 5).row_stride, operand_data<bf16>(t, c, 6),
       operand_data<uint32_t>(t, c, 7), p.n_heads, p.n_kv_heads, p.head_dim, p.rotary_dim, p.context,
-      p.attn_chunks, p.attn_q_splits, position, p.norm_kind, p.rms_eps, gated};
+      p.attn_chunks, p.attn_q_splits, p.attn_kv_share, position, p.norm_kind, p.rms_eps, gated};
   for (uint32_t tile = t.tile_begin; tile < t.tile_end; ++tile) attention_tile<Acc>(a, tile);
 }
 

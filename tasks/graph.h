@@ -26,7 +26,7 @@ struct GraphIo {
 };
 
 struct Graph {
-  static constexpr uint32_t kVersion = 10;
+  static constexpr uint32_t kVersion = 11;
   // task_device's entry of a task every device runs (the embedding, norms, the sampler…).
   static constexpr uint32_t kEveryDevice = 0xFFFFFFFFu;
   // Devices a step may be split over: more than one host's GPUs (8, or 72 in an NVL72 rack), few

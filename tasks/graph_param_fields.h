@@ -28,6 +28,7 @@ inline constexpr GraphParamField<uint32_t> kU32GraphParams[] = {
     {"context", &SpGraphParams::context, false},
     {"attn_chunks", &SpGraphParams::attn_chunks, false},
     {"attn_q_splits", &SpGraphParams::attn_q_splits, false},
+    {"attn_kv_share", &SpGraphParams::attn_kv_share, false},
     {"norm_kind", &SpGraphParams::norm_kind, true},
     {"max_steps", &SpGraphParams::max_steps, false},
 };

@@ -21,7 +21,9 @@ struct SpGraphParams {
   float rope_theta;
   uint32_t max_steps;     // capacity of the forced/out token arrays
   uint32_t attn_q_splits; // parts each kv head's q heads are split into (ATTENTION's tiles)
-  uint32_t reserved;
+  // Devices a kv head's q-head splits are shared over (graphs over more devices than kv heads,
+  // docs/multi-device.md): each device's first split appends its K/V rows. 0 or 1: one.
+  uint32_t attn_kv_share;
 };
 
 #ifdef __cplusplus

@@ -74,7 +74,8 @@ enum SpOpcode : uint32_t {
   // holding q heads u*G' .. u*G' + G' - 1 (G' = group / attn_q_splits). The tile normalises
   // (RMSNorm over head_dim) and rotates (RoPE at p) its q heads; a tile whose chunk holds p
   // also normalises and rotates k, scores position p against that k̂ and the raw v (never the
-  // caches' row p), and in split 0 appends k̂ and v at row p of the caches. Each tile writes
+  // caches' row p), and in split 0 appends k̂ and v at row p of the caches (over more devices
+  // than kv heads, in the first split of each device's share: attn_kv_share). Each tile writes
   // online-softmax partials; the unit's last tile to finish in the step (counted in the
   // arrivals word of u, which it resets to 0) merges them in chunk order into out.
   // Tiles: unit * attn_chunks + chunk.

@@ -118,7 +118,8 @@ TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, a
   CHECK(bench.err_has("bench: the graph is split over 2 devices; a floor over several devices needs"));
   const CliResult three = run_cli("run --model synthetic:tiny -e threaded --devices 3");
   CHECK(three.status != 0);
-  CHECK(three.err_has("3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads)"));
+  CHECK(three.err_has("3 devices: a device holds whole kv heads, or a kv head's q heads are shared by devices alike, "
+                      "and the model's 2 (num_key_value_heads)"));
 }
 
 TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the experts' dots whole, and is refused "

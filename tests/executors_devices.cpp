@@ -38,6 +38,13 @@ ModelConfig four_kv_config(const std::string& preset) {
 
 ModelWeights four_kv_heads(const std::string& preset) { return test::weights_for(preset + "-4kv", four_kv_config(preset), 256); }
 
+// The same with 2 kv heads (4 q heads each): over 4 devices each kv head's q heads are shared by 2.
+ModelWeights two_kv_heads(const std::string& preset) {
+  ModelConfig c = four_kv_config(preset);
+  c.n_kv_heads = 2;
+  return test::weights_for(preset + "-2kv", c, 256);
+}
+
 BuildOptions over(uint32_t devices) {
   BuildOptions o;
   o.context = 32;
@@ -98,6 +105,35 @@ TEST_CASE("devices: every family over 2 and 4 devices decodes the one-device spl
       CAPTURE(devices);
       const Decoded expect = run_decode(one_device_split(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       const Graph g = build_decode_graph(w, over(devices));
+      check_simulations(g, w, expect);
+    }
+  }
+}
+
+TEST_CASE("devices: over more devices than kv heads, each kv head's q heads shared by devices that each compute and "
+          "append its k and v rows, every family decodes the one-device split graph's tokens and logits") {
+  for (const std::string preset : {"tiny", "tiny-moe", "tiny-qwen3.5", "tiny-qwen3.5-moe", "tiny-qwen3-next"}) {
+    const ModelWeights w = two_kv_heads(preset);
+    for (uint32_t devices : preset == "tiny" ? std::vector<uint32_t>{4, 8} : std::vector<uint32_t>{4}) {
+      CAPTURE(preset);
+      CAPTURE(devices);
+      const uint32_t share = devices / 2;
+      const Graph g = build_decode_graph(w, over(devices));
+      CHECK(g.params.attn_kv_share == share);
+      // Each attention unit (kv head, q-head split) on the device of its q heads: kv head k's
+      // splits over devices k·share .. k·share + share − 1, in order.
+      const uint32_t splits = g.params.attn_q_splits, chunks = g.params.attn_chunks;
+      REQUIRE(splits % share == 0);
+      size_t attention = 0;
+      for (size_t i = 0; i < g.tasks.size(); ++i) {
+        const SpTask& t = g.tasks[i];
+        if (t.op != SP_OP_ATTENTION && t.op != SP_OP_GATED_ATTENTION) continue;
+        const uint32_t unit = t.tile_begin / chunks;
+        CHECK(g.task_device[i] == unit / splits * share + unit % splits / (splits / share));
+        ++attention;
+      }
+      CHECK(attention > 0);
+      const Decoded expect = run_decode(one_device_split(w, devices), w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       check_simulations(g, w, expect);
     }
   }
@@ -352,8 +388,21 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
   CHECK(error_of([&] { build_decode_graph(tiny, over(0)); }) == "devices 0: from 1 to 256");
   CHECK(error_of([&] { build_decode_graph(tiny, over(257)); }) == "devices 257: from 1 to 256");
   CHECK(error_of([&] { build_decode_graph(tiny, over(3)); }) ==
-        "3 devices: a device holds whole kv heads, and the model's 2 (num_key_value_heads) do not split evenly over "
-        "them (a kv head's q heads split over devices is not built)");
+        "3 devices: a device holds whole kv heads, or a kv head's q heads are shared by devices alike, and the "
+        "model's 2 (num_key_value_heads) neither split evenly over them nor divide them");
+  // 2 kv heads of one q head each over 4 devices: a q head each device is not there to share.
+  ModelConfig lone = synthetic_config("tiny");
+  lone.n_heads = 2;
+  const ModelWeights lone_heads = test::weights_for("lone-q-heads", lone, 256);
+  CHECK(error_of([&] { build_decode_graph(lone_heads, over(4)); }) ==
+        "4 devices: each of the 2 kv heads' q heads are shared by 2 devices, and a kv head's 1 q heads "
+        "(num_attention_heads / num_key_value_heads) do not split evenly over them");
+  const ModelWeights two_kv = two_kv_heads("tiny");
+  BuildOptions one_split = over(4);
+  one_split.attn_q_splits = 1;
+  CHECK(error_of([&] { build_decode_graph(two_kv, one_split); }) ==
+        "attention q-head splits 1: over 4 devices each kv head's splits are shared by 2 devices, which must divide "
+        "them");
   BuildOptions o = over(2);
   o.kv_head_waits = true;
   CHECK(error_of([&] { build_decode_graph(tiny, o); }) ==
@@ -427,6 +476,14 @@ TEST_CASE("devices: validate refuses device lists and exchanges that a device co
   g = good;
   g.task_device[sum] = 1;  // device 0 no longer sums these rows: its next stage's wait is one short
   CHECK(problem(g).find("tasks signal it on device 0") != std::string::npos);
+  g = good;
+  g.params.attn_kv_share = 2;  // 2 devices over 4 kv heads share none
+  CHECK(problem(g) == "graph: the graph's attn_kv_share 2 is not the 1 that its 2 devices over its 4 kv heads give, or "
+                      "does not divide its 2 q-head splits");
+  g = build_decode_graph(two_kv_heads("tiny"), over(4));
+  g.params.attn_kv_share = 0;  // the second device of each kv head would not append its rows
+  CHECK(problem(g) == "graph: the graph's attn_kv_share 0 is not the 2 that its 4 devices over its 2 kv heads give, or "
+                      "does not divide its 4 q-head splits");
   g = good;
   g.devices = 1;
   CHECK(problem(g).starts_with("graph: one device, but "));

@@ -95,7 +95,7 @@ struct AttnCase {
     std::vector<uint32_t> arrivals(Hkv * q_splits, 0);
     const AttentionArgs a{qkv.data(), q_norm.data(), k_norm.data(), cache.data(), stride,
                           rope_table.data() + size_t(position) * R, partials.data(), D + 2, out.data(),
-                          arrivals.data(), Hq, Hkv, D, R, context, chunks, q_splits, position, kind, eps};
+                          arrivals.data(), Hq, Hkv, D, R, context, chunks, q_splits, 1, position, kind, eps};
     std::vector<uint32_t> order(Hkv * q_splits * chunks);
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
@@ -201,7 +201,7 @@ TEST_CASE_TEMPLATE("gated attention: each q head's gate beside it, the output r(
     std::vector<uint32_t> arrivals(c.Hkv * q_splits, 0);
     const AttentionArgs a{qkv.data(), c.q_norm.data(), c.k_norm.data(), gated_cache.data(), c.stride,
                           c.rope_table.data() + size_t(c.position) * c.R, gated_partials.data(), D + 2, out.data(),
-                          arrivals.data(), c.Hq, c.Hkv, D, c.R, c.context, chunks, q_splits, c.position, c.kind, c.eps,
+                          arrivals.data(), c.Hq, c.Hkv, D, c.R, c.context, chunks, q_splits, 1, c.position, c.kind, c.eps,
                           true};
     for (uint32_t tile = c.Hkv * q_splits * chunks; tile-- > 0;) attention_tile<Acc>(a, tile);
     CHECK(gated_cache == cache);  // the same k̂ and v appended

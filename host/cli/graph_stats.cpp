@@ -101,7 +101,7 @@ TaskBytes attention_bytes(const Graph& g, const SpTask& t, uint32_t position) {
     const PositionRange r = chunk_positions(position + 1, p.attn_chunks, tile % p.attn_chunks);
     const bool holds_position = r.begin < r.end && r.end == position + 1;
     b.read += 2 * kv_row * (r.end - r.begin - (holds_position ? 1 : 0));
-    if (holds_position && unit % p.attn_q_splits == 0) b.written += 2 * kv_row;
+    if (holds_position && attn_unit_appends(unit, p.attn_q_splits, p.attn_kv_share)) b.written += 2 * kv_row;
   }
   return b;
 }

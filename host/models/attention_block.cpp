@@ -81,35 +81,42 @@ Stage AttentionBlock::emit(uint32_t l, const Stage& prev) {
 
   // q, k and v: one stage, or with kv_head_waits one a kv head g holding the rows of g's q
   // heads (with their gates), k and v, so that g's attention waits for those alone. Over N
-  // devices, device d computes the rows of its kv heads, Hkv / N of them.
+  // devices, device d computes the rows of its kv heads, Hkv / N of them; over more devices
+  // than kv heads, the rows of its share of a kv head's q heads and that head's k and v rows,
+  // which each of the `share` devices holding the head computes alike.
   std::vector<Stage> s_qkv;
   const uint32_t N = e_.graph().devices, heads = opt.kv_head_waits ? Hkv : 1;
+  const uint32_t share = std::max(1u, e_.graph().params.attn_kv_share);
   const uint32_t parts = std::max(heads, N);  // build_graph refuses kv_head_waits over devices
-  const uint32_t qd = q_proj_rows_ / parts, kd = kv_rows_ / parts;
+  const uint32_t qd = q_proj_rows_ / parts, kd = kv_rows_ / (parts / share);
   const uint32_t qkv_per = opt.kv_head_waits ? e_.head_rows_per_task(qd, kd, heads) : e_.rows_per_task(qd + 2 * kd);
   for (uint32_t g = 0; g < parts; ++g) {
     if (g == 0 || opt.kv_head_waits)
       s_qkv.push_back(e_.begin_stage(tag + "qkv" + (opt.kv_head_waits ? ".kv" + std::to_string(g) : "")));
     if (N > 1) e_.on_device(g);
+    const uint32_t k0 = g / share * kd;
     e_.gemv(s_qkv.back(), prev, l, wq, g * qd, (g + 1) * qd, qkv_per, h, in_norm, q_part_, SP_NO_VIEW);
-    e_.gemv(s_qkv.back(), prev, l, wk, g * kd, (g + 1) * kd, qkv_per, h, in_norm, k_part_, SP_NO_VIEW);
-    e_.gemv(s_qkv.back(), prev, l, wv, g * kd, (g + 1) * kd, qkv_per, h, in_norm, v_part_, SP_NO_VIEW);
+    e_.gemv(s_qkv.back(), prev, l, wk, k0, k0 + kd, qkv_per, h, in_norm, k_part_, SP_NO_VIEW);
+    e_.gemv(s_qkv.back(), prev, l, wv, k0, k0 + kd, qkv_per, h, in_norm, v_part_, SP_NO_VIEW);
   }
 
   // One task per (kv head, q-head split, chunk): q/k norms, RoPE, the KV append, attention and
-  // the merge; one stage, or with o_proj in pieces a kv head one a kv head.
+  // the merge; one stage, or with o_proj in pieces a kv head one a kv head. Over N devices, on
+  // the device of its q heads' rows.
   std::vector<Stage> s_attn;
+  const uint32_t splits = e_.graph().params.attn_q_splits, chunks = kv_head_tiles_ / splits;
   for (uint32_t g = 0; g < Hkv; ++g) {
     if (g == 0 || o_pieces_) {
       s_attn.push_back(e_.begin_stage(tag + "attention" + (o_pieces_ ? ".kv" + std::to_string(g) : "")));
       e_.reserve_tasks(o_pieces_ ? kv_head_tiles_ : uint64_t(Hkv) * kv_head_tiles_, s_attn.back());
     }
-    if (N > 1) e_.on_device(g / (Hkv / N));
     // Tiles below Hkv × splits × chunks <= Hq × chunks, the partials' 32-bit rows.
-    for (uint32_t t = g * kv_head_tiles_; t < (g + 1) * kv_head_tiles_; ++t)
+    for (uint32_t t = g * kv_head_tiles_; t < (g + 1) * kv_head_tiles_; ++t) {
+      if (N > 1) e_.on_device(share > 1 ? g * share + t / chunks % splits / (splits / share) : g / (Hkv / N));
       e_.add_task(s_attn.back(), s_qkv[opt.kv_head_waits ? g : 0], SP_WAIT_SAME_STEP,
                   gated_ ? SP_OP_GATED_ATTENTION : SP_OP_ATTENTION, l, t, t + 1,
                   {qkv_, qn, kn, kv_cache, v_.rope, partials_, attn_out_, arrivals_});
+    }
   }
 
   e_.on_device(Graph::kEveryDevice);
