@@ -214,6 +214,19 @@ void check_piece_words(const Graph& g) {
              std::to_string(w.count.size()) + " pieces must count as often as the others");
 }
 
+// The devices sharing each kv head's q-head splits (SpGraphParams::attn_kv_share): N / Hkv over
+// more devices than kv heads, else none, and dividing the splits, or a device's share of a kv
+// head would have no split to append its K/V rows.
+void check_kv_share(const Graph& g) {
+  const SpGraphParams& p = g.params;
+  const uint64_t Hkv = p.n_kv_heads, N = g.devices, share = p.attn_kv_share > 1 ? p.attn_kv_share : 1;
+  const uint64_t want = N > Hkv && N % Hkv == 0 ? N / Hkv : 1;
+  if (share != want || p.attn_q_splits % share)
+    fail("the graph's attn_kv_share " + std::to_string(p.attn_kv_share) + " is not the " + std::to_string(want) +
+         " that its " + std::to_string(N) + " devices over its " + std::to_string(Hkv) +
+         " kv heads give, or does not divide its " + std::to_string(p.attn_q_splits) + " q-head splits");
+}
+
 // A graph over several devices: a device (or every device) for each task, gangs whole on one
 // device, broadcast counters that exist, and the symmetric arena written only by tasks that
 // tell every device (a broadcast signal) and run on one device (a task of every device would
@@ -270,6 +283,7 @@ void validate(const Graph& g) {
   for (size_t i = 0; i < g.tasks.size(); ++i) check_gang(g, i);
   check_piece_words(g);
   check_devices(g);
+  check_kv_share(g);
   check_counters(g);
 }
 

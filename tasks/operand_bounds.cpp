@@ -99,13 +99,6 @@ std::string graph_layout_problem(const Graph& g) {
   if (p.attn_q_splits == 0 || (Hq / Hkv) % p.attn_q_splits)
     return "the graph's attention q-head splits " + str(p.attn_q_splits) + " do not divide a kv head's " +
            str(Hq / Hkv) + " q heads";
-  // Devices sharing each kv head: N / Hkv over more devices than kv heads, else none.
-  const uint64_t share = p.attn_kv_share > 1 ? p.attn_kv_share : 1, N = g.devices;
-  const uint64_t want = N > Hkv && N % Hkv == 0 ? N / Hkv : 1;
-  if (share != want || p.attn_q_splits % share)
-    return "the graph's attn_kv_share " + str(p.attn_kv_share) + " is not the " + str(want) + " that its " + str(N) +
-           " devices over its " + str(Hkv) + " kv heads give, or does not divide its " + str(p.attn_q_splits) +
-           " q-head splits";
   if (D == 0 || D > kMaxHeadDim || R > D || R % 2)
     return "the graph's rotary dims " + str(R) + " are not an even number at most its head dim " + str(D) +
            " (at most " + str(kMaxHeadDim) + ")";
