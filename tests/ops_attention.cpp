@@ -325,3 +325,41 @@ TEST_CASE_TEMPLATE("attention: q-head splits give the bits of one tile a kv head
   }
   CHECK(split_cases >= 20);
 }
+
+TEST_CASE_TEMPLATE("attention: a kv head's splits shared by devices, each device's first split appends k and v to its "
+                   "own caches", Acc, float, double) {
+  uint32_t cases = 0;
+  for (uint32_t seed = 0; cases < 20; ++seed) {
+    std::mt19937 rng(9000 + seed);
+    const AttnCase c(rng);
+    const uint32_t group = c.Hq / c.Hkv, share = 2;
+    if (group % share) continue;  // each device needs a q head of each kv head
+    ++cases;
+    CAPTURE(seed);
+    // Device s runs splits [s·S/2, (s+1)·S/2) of every kv head, one chunk, on caches of its own;
+    // with the one-device rule (share 1) device 1 appends nothing.
+    const uint32_t S = group;
+    for (const uint32_t kv_share : {share, 1u}) {
+      CAPTURE(kv_share);
+      for (uint32_t s = 0; s < share; ++s) {
+        std::vector<bf16> cache = c.kv_cache, out(size_t(c.Hq) * c.D);
+        std::vector<float> partials(size_t(c.Hq) * (c.D + 2));
+        std::vector<uint32_t> arrivals(c.Hkv * S, 0);
+        const AttentionArgs a{c.qkv.data(), c.q_norm.data(), c.k_norm.data(), cache.data(), c.stride,
+                              c.rope_table.data() + size_t(c.position) * c.R, partials.data(), c.D + 2, out.data(),
+                              arrivals.data(), c.Hq, c.Hkv, c.D, c.R, c.context, 1, S, kv_share, c.position, c.kind,
+                              c.eps};
+        for (uint32_t g = 0; g < c.Hkv; ++g)
+          for (uint32_t split = s * S / share; split < (s + 1) * S / share; ++split) attention_tile<Acc>(a, g * S + split);
+        const bool appends = kv_share == share || s == 0;
+        for (uint32_t j = 0; j < 2 * c.Hkv; ++j) {
+          const size_t at = c.cache_row(j);
+          const bool same = std::equal(cache.begin() + at, cache.begin() + at + c.D, c.kv_cache.begin() + at);
+          CHECK(same != appends);  // the poisoned row written, or left
+          if (j >= c.Hkv && appends)  // v as the step's projection gave it
+            CHECK(std::equal(cache.begin() + at, cache.begin() + at + c.D, c.want_cache.begin() + at));
+        }
+      }
+    }
+  }
+}
