@@ -53,7 +53,7 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides
   // Over more devices than kv heads, each kv head's q-head splits are shared by `share` devices.
-  const uint32_t share = opt.devices > Hkv ? opt.devices / Hkv : 1;
+  const uint32_t share = attn_kv_share_for(opt.devices, Hkv);
   if (group % share)
     throw Error(std::to_string(opt.devices) + " devices: each of the " + std::to_string(Hkv) +
                 " kv heads' q heads are shared by " + std::to_string(share) + " devices, and a kv head's " +

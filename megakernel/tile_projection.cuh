@@ -316,10 +316,6 @@ __device__ inline void run_gemv(const SpTask& t, const TileContext& c, uint8_t* 
   finish_gemv(t, c, smem, flags, best);
 }
 
-// A GEMV piece task (tasks/opcodes.h SP_OP_GEMV_PIECE, ops/gemv.h gemv_piece_rows): each warp's
-// rows' dots over the piece's columns, read from global memory (a piece's rows are not one
-// span, so nothing is preloaded), into the piece's partial row; the last piece of these rows to
-// count in sums every piece's dots and stores the rows, a thread a row.
 // A piece's dots of rows [tile_begin, tile_end) (W operand 0, its input operand 1) into
 // partial_row, f32 (ops/gemv.h piece_dot_rows): GEMV_PIECE's first half, and PIECE_DOTS.
 __device__ inline void piece_dots(const SpTask& t, const TileContext& c, uint8_t* smem, float* partial_row) {
@@ -349,6 +345,10 @@ __device__ inline void piece_sum(const float* partials, size_t ps, GemvSplit spl
   }
 }
 
+// A GEMV piece task (tasks/opcodes.h SP_OP_GEMV_PIECE, ops/gemv.h gemv_piece_rows): each warp's
+// rows' dots over the piece's columns, read from global memory (a piece's rows are not one
+// span, so nothing is preloaded), into the piece's partial row; the last piece of these rows to
+// count in sums every piece's dots and stores the rows, a thread a row.
 __device__ inline void run_gemv_piece(const SpTask& t, const TileContext& c, uint8_t* smem) {
   const GemvPiece piece = gemv_piece(t);  // checked on the host (cuda_executor.cpp)
   float* partials = view_data<float>(c, t.operand[4]);

@@ -220,7 +220,7 @@ void check_piece_words(const Graph& g) {
 void check_kv_share(const Graph& g) {
   const SpGraphParams& p = g.params;
   const uint64_t Hkv = p.n_kv_heads, N = g.devices, share = p.attn_kv_share > 1 ? p.attn_kv_share : 1;
-  const uint64_t want = N > Hkv && N % Hkv == 0 ? N / Hkv : 1;
+  const uint64_t want = attn_kv_share_for(g.devices, p.n_kv_heads);
   if (share != want || p.attn_q_splits % share)
     fail("the graph's attn_kv_share " + std::to_string(p.attn_kv_share) + " is not the " + std::to_string(want) +
          " that its " + std::to_string(N) + " devices over its " + std::to_string(Hkv) +

@@ -28,4 +28,10 @@ struct SpGraphParams {
 
 #ifdef __cplusplus
 static_assert(sizeof(SpGraphParams) == 64, "SpGraphParams must stay 16 words");
+
+// The devices sharing each kv head's q heads over `devices`: devices / kv_heads over a multiple
+// of the kv heads, else 1 (each device holds whole kv heads, or builds refuse the count).
+inline uint32_t attn_kv_share_for(uint32_t devices, uint32_t kv_heads) {
+  return devices > kv_heads && kv_heads && devices % kv_heads == 0 ? devices / kv_heads : 1u;
+}
 #endif

@@ -46,9 +46,9 @@
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
-  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU_AND_CUDA_PER_OP)                            \
-  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU_AND_CUDA_PER_OP)                              \
-  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU_AND_CUDA_PER_OP)              \
+  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU_AND_CUDA_PER_OP)           \
+  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU_AND_CUDA_PER_OP)             \
+  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU_AND_CUDA_PER_OP) \
   X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_CPU_AND_CUDA_PER_OP)
 
 enum SpOpcode : uint32_t {
@@ -171,8 +171,8 @@ enum SpOpcode : uint32_t {
   SP_OP_EXPERT_DOWN_SHARED = 13,
   // The two halves of GEMV_PIECE as tasks of their own, for a row-parallel projection split
   // over devices (docs/multi-device.md): device j computes piece j's dots into partial row j of
-  // the symmetric arena, and every device sums the pieces' rows. PIECE_DOTS: piece j of a GEMV split into S pieces
-  // (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
+  // the symmetric arena, and every device sums the pieces' rows. PIECE_DOTS: piece j of a GEMV
+  // split into S pieces (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
   // columns, as f32, into partial row j. Tiles: output rows.
   //   0 W [rows, K/S] bf16 (row stride K)   1 x [K/S] bf16   2 partials [S, rows] f32
   //   3 imm the piece j
