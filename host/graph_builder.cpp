@@ -38,6 +38,9 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
   if (opt.expert_parallel && !c.num_experts)
     throw Error(std::string("expert parallel splits the routed experts over devices, and a ") + family_name(c.family) +
                 " model has none");
+  if (opt.shared_down_split.pieces && !has_shared_expert(c.family))
+    throw Error(std::string("a shared expert down split, and a ") + family_name(c.family) +
+                " model has no shared expert");
   if (opt.devices > 1) {
     const std::string over = " does not apply over " + std::to_string(opt.devices) + " devices";
     if (Hkv % opt.devices && opt.devices % Hkv)
@@ -47,8 +50,8 @@ Graph build_graph(const ModelWeights& w, const BuildOptions& opt) {
     if (opt.kv_head_waits) throw Error("kv_head_waits, a schedule of one device's stages," + over);
     if (opt.fused_mlp.pieces > 1) throw Error("the fused MLP (one device's gangs)" + over);
     if (opt.o_proj_split.pieces > 1 || opt.down_split.pieces > 1 || opt.gdn_out_split.pieces > 1 ||
-        opt.expert_down_split.pieces > 1)
-      throw Error("an o_proj, down, GDN out_proj or expert down split" + over +
+        opt.expert_down_split.pieces > 1 || opt.shared_down_split.pieces)
+      throw Error("an o_proj, down, GDN out_proj, expert down or shared expert down split" + over +
                   ": there each dot is split into a piece a device");
   }
   const uint32_t group = c.n_heads / Hkv;  // validate(c) checked that it divides

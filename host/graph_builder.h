@@ -34,6 +34,10 @@ struct BuildOptions {
   // run), and the shared
   // expert's (PIECE_DOTS, added by EXPERT_DOWN_SUM).
   GemvSplit expert_down_split{};
+  // The shared expert's down dots alike, split otherwise than the routed experts': pieces 0 = as
+  // expert_down_split, 1 = the plain dot (its rows read whole by EXPERT_DOWN_SUM). With the
+  // routed dots whole and {N, N}, the numerics of expert parallel over N devices.
+  GemvSplit shared_down_split{0, 0};
   // Each layer's MLP as one stage of MLP gang tasks (tasks/opcodes.h SP_OP_MLP) when `pieces`
   // >= 2: `pieces` tasks of intermediate / pieces columns each, in gangs of `group` (0: all of
   // them; at most 255), whose bits are those of down_split = {pieces, group}. Excludes down_split.
@@ -63,8 +67,8 @@ struct BuildOptions {
   // [d E/N, (d+1) E/N) and computes the slots routed to them whole (their gate and up rows,
   // their down dots), and every device sums the k slots' rows, exchanged, in slot order: the
   // bits of the graph with the experts' down unsplit, but each device's load follows the
-  // routing. The shared expert then runs whole on every device. The devices must divide the
-  // experts.
+  // routing. The shared expert stays tensor-parallel, its down dots split into a piece a device
+  // (the bits of shared_down_split = {devices, devices}). The devices must divide the experts.
   bool expert_parallel = false;
 };
 

@@ -231,7 +231,8 @@ __device__ inline void run_expert_down_piece(const SpTask& t, const TileContext&
 // The pieces summed into the residual (ops/moe.h expert_down_sum_rows): the token routed and
 // weighed from the logits (route_places, route_weights), then each warp's rows one by one: each
 // slot's pieces summed as a split GEMV sums them, rounded, weighed and added in slot order, and
-// the shared expert's term from its down rows (its activations staged) or its dots' pieces.
+// the shared expert's term from its down rows (its activations staged) or its dots' pieces
+// (summed as its own split says: shared_pieces_split).
 __device__ inline void run_expert_down_sum(const SpTask& t, const TileContext& c, uint8_t* smem) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 3);  // validate() checked it
   const GemvSplit split = gemv_split(t.operand[4]);
@@ -239,6 +240,7 @@ __device__ inline void run_expert_down_sum(const SpTask& t, const TileContext& c
   const uint32_t H = pv.cols / p.slots;
   const bool shared = t.operand[5] != SP_NO_VIEW;
   const bool shared_pieces = shared && c.views[t.operand[5]].dtype == SP_F32;
+  const GemvSplit shared_split = shared_pieces_split(t.operand[4], p);
   const uint32_t Is = shared && !shared_pieces ? c.views[t.operand[5]].cols : 0;
   RoutingSlot* slots = reinterpret_cast<RoutingSlot*>(smem + kTileScratchBytes);
   RoutingSlot* weighed = slots + p.slots;
@@ -264,7 +266,7 @@ __device__ inline void run_expert_down_sum(const SpTask& t, const TileContext& c
       const SpView& sv = c.views[t.operand[5]];
       const float y =
           shared_pieces
-              ? split_sum<float>(split, [&](uint32_t j) {
+              ? split_sum<float>(shared_split, [&](uint32_t j) {
                   return load_data(view_data<const float>(c, t.operand[5]) + j * sv.row_stride + r);
                 })
               : warp_dot<Src::Weight, Src::Shared>(view_data<const bf16>(c, t.operand[5]) + size_t(r) * sv.row_stride,

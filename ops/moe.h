@@ -141,7 +141,8 @@ void expert_gate_up_task(const ExpertGateUp& w, const bf16* x, uint32_t H, const
 // The shared expert of qwen3_next and qwen3_5_moe (spec §6.3): its down rows, its activations
 // (GATE_UP's, over Is columns) and its gate's logit r(w_sg · n̂); or, where its down dots are
 // split (EXPERT_DOWN_SUM over devices), their pieces' f32 dots instead of the rows and the
-// activations: piece j of row r at pieces[j · piece_stride + r], summed as the routed slots'.
+// activations: piece j of row r at pieces[j · piece_stride + r], summed as `split` sums a split
+// GEMV's.
 struct SharedExpert {
   const bf16* Wd;
   size_t row_stride;
@@ -150,6 +151,7 @@ struct SharedExpert {
   bf16 gate_logit;
   const float* pieces = nullptr;
   size_t piece_stride = 0;
+  GemvSplit split = {};
 };
 
 // The routed sum of a row plus the shared expert's term: r(routed + r(r(sigmoid(logit)) · s)),
@@ -165,15 +167,16 @@ SP_HDI Acc add_shared_expert(Acc routed, Acc s, bf16 gate_logit) {
 // hidden[r] = r(hidden[r] + f), f = r(m) (HF's experts, grouped_mm, whose bf16 sum over the top
 // k accumulates in fp32 in slot order and rounds once), or with a shared expert
 // add_shared_expert(r(m), its row's output, its gate's logit): r(Ŵd_shared,r · act_shared), or
-// its pieces summed as `split` sums a split GEMV's.
+// its pieces summed as its split sums them.
 template <class Acc, class SlotRow>
 void add_expert_rows(const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1, SlotRow y, bf16* hidden,
-                     const SharedExpert* shared, GemvSplit split = {}) {
+                     const SharedExpert* shared) {
   const bool dots = shared && !shared->pieces;
   const std::vector<Acc> a_shared = dots ? projection_input<Acc>(shared->act, shared->Is, NormSpec{}) : std::vector<Acc>{};
   const auto shared_row = [&](uint32_t r) {
     if (dots) return rounded(row_dot(shared->Wd + r * shared->row_stride, a_shared.data(), shared->Is));
-    return rounded(split_sum<Acc>(split, [&](uint32_t j) { return Acc(shared->pieces[j * shared->piece_stride + r]); }));
+    return rounded(
+        split_sum<Acc>(shared->split, [&](uint32_t j) { return Acc(shared->pieces[j * shared->piece_stride + r]); }));
   };
   for (uint32_t r = r0; r < r1; ++r) {
     Acc m = 0;
@@ -218,7 +221,7 @@ void expert_down_piece_rows(const bf16* Wd, size_t row_stride, uint32_t H, uint3
 
 // The pieces' partial rows summed into the residual (opcodes.h SP_OP_EXPERT_DOWN_SUM): y_s =
 // r(split_sum of slot s's pieces of row r), as a split GEMV sums a row's pieces, then
-// add_expert_rows (a shared expert's pieces summed alike).
+// add_expert_rows (a shared expert's pieces summed as its own split says).
 template <class Acc>
 void expert_down_sum_rows(const float* partials, size_t partial_stride, GemvSplit split, uint32_t H,
                           const RoutingSlot* slots, uint32_t k, uint32_t r0, uint32_t r1, bf16* hidden,
@@ -226,7 +229,7 @@ void expert_down_sum_rows(const float* partials, size_t partial_stride, GemvSpli
   const auto y = [&](uint32_t s, uint32_t r) {
     return rounded(split_sum<Acc>(split, [&](uint32_t j) { return Acc(partials[j * partial_stride + size_t(s) * H + r]); }));
   };
-  add_expert_rows<Acc>(slots, k, r0, r1, y, hidden, shared, split);
+  add_expert_rows<Acc>(slots, k, r0, r1, y, hidden, shared);
 }
 
 }  // namespace spindle

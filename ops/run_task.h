@@ -228,12 +228,13 @@ void run_expert_gate_up(const SpTask& t, const TileContext& c) {
 }
 
 // The shared expert of EXPERT_DOWN_SHARED and EXPERT_DOWN_SUM: operands 5 (its down rows, or
-// EXPERT_DOWN_SUM's f32 pieces of their dots), 6 (its activations, with the rows) and 7 (its
-// gate's logit).
-inline SharedExpert shared_expert(const SpTask& t, const TileContext& c) {
+// EXPERT_DOWN_SUM's f32 pieces of their dots, summed as `pieces_split` says), 6 (its
+// activations, with the rows) and 7 (its gate's logit).
+inline SharedExpert shared_expert(const SpTask& t, const TileContext& c, GemvSplit pieces_split = {}) {
   const SpView& v = operand_view(t, c, 5);
   const bf16 logit = *operand_data<const bf16>(t, c, 7);
-  if (v.dtype == SP_F32) return {nullptr, 0, 0, nullptr, logit, operand_data<const float>(t, c, 5), v.row_stride};
+  if (v.dtype == SP_F32)
+    return {nullptr, 0, 0, nullptr, logit, operand_data<const float>(t, c, 5), v.row_stride, pieces_split};
   return {operand_data<const bf16>(t, c, 5), v.row_stride, v.cols, operand_data<const bf16>(t, c, 6), logit};
 }
 
@@ -283,7 +284,7 @@ void run_expert_down_sum(const SpTask& t, const TileContext& c) {
   const SpMoeParams& p = operand_params<SpMoeParams>(t, c, 3);  // validate() checked it
   const SpView& partials = operand_view(t, c, 0);
   const bool shared = t.operand[5] != SP_NO_VIEW;
-  const SharedExpert s = shared ? shared_expert(t, c) : SharedExpert{};
+  const SharedExpert s = shared ? shared_expert(t, c, shared_pieces_split(t.operand[4], p)) : SharedExpert{};
   expert_down_sum_rows<Acc>(operand_data<const float>(t, c, 0), partials.row_stride, gemv_split(t.operand[4]),
                             partials.cols / p.slots, routed_slots<Acc>(t, c, 1, p).data(), p.slots, t.tile_begin,
                             t.tile_end, operand_data<bf16>(t, c, 2), shared ? &s : nullptr);

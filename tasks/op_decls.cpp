@@ -267,8 +267,12 @@ void check_expert_down_sum(const Graph& g, const SpTask& t, const OperandCheck& 
     if (o.present(6) || o.present(7)) refuse("a shared expert's activations or gate without its down rows (operand 5)");
     return;
   }
-  if (o.view(5).dtype == SP_F32) {  // the shared expert's down dots in pieces, split as the slots'
-    o.matrix(5, SP_F32, s.pieces, t.tile_end, "shared expert partial rows of every piece");
+  if (o.view(5).dtype == SP_F32) {  // the shared expert's down dots in pieces, split as shared_pieces_split says
+    const GemvSplit shared = shared_pieces_split(t.operand[4], p);
+    const std::string split = "the shared expert's down dots' split (its MoE parameters' shared_split, else operand 4)";
+    if (shared.pieces < 2) refuse(split + " has fewer than 2 pieces: there is nothing to sum");
+    if (shared.pieces % shared.group) refuse(split + ": its groups do not divide its pieces");
+    o.matrix(5, SP_F32, shared.pieces, t.tile_end, "shared expert partial rows of every piece");
     if (o.present(6)) refuse("the shared expert's activations beside its down dots' pieces, which hold them already");
     if (!o.present(7)) refuse("the shared expert's down dots' pieces without its gate (operand 7)");
     o.array(7, {SP_BF16}, 1, "shared expert gate logit");

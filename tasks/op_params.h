@@ -4,6 +4,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "tasks/gemv_split.h"
 #include "tasks/host_device.h"
 
 #define SP_OP_PARAM_WORDS 8u
@@ -24,7 +25,11 @@ struct SpMoeParams {
   // held_count); held_count 0: every expert, which the other ops' records must say.
   uint32_t held_first;
   uint32_t held_count;
-  uint32_t reserved[2];
+  // How EXPERT_DOWN_SUM adds the shared expert's down dots where it reads them in pieces, as
+  // GEMV's split word (tasks/gemv_split.h); 0: as the slots' (its operand 4). Expert parallel
+  // the slots' dots are whole and the shared expert's split over the devices.
+  uint32_t shared_split;
+  uint32_t reserved;
 };
 
 #ifdef __cplusplus
@@ -37,5 +42,11 @@ SP_HD
 inline const Record& sp_op_record(const SpOpParams& p) {
   static_assert(sizeof(Record) == sizeof(SpOpParams), "an op's record is one SpOpParams");
   return reinterpret_cast<const Record&>(p);
+}
+
+// The split EXPERT_DOWN_SUM sums the shared expert's down dots' pieces with: the record's
+// shared_split, else its operand 4's, the slots'.
+SP_HD inline spindle::GemvSplit shared_pieces_split(uint32_t slots_split, const SpMoeParams& p) {
+  return spindle::gemv_split(p.shared_split ? p.shared_split : slots_split);
 }
 #endif

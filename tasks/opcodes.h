@@ -200,9 +200,9 @@ enum SpOpcode : uint32_t {
   // EXPERT_DOWN_SHARED) adds the slots' y_s (ops/moe.h expert_down_sum_rows). Tiles: rows of hidden.
   //   0 partials [S, k·H] f32   1 logits [E] f32   2 hidden [H] bf16, in place   3 params
   //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2; 0: one piece, each slot's whole dot,
-  //   expert parallel)   5 shared Wd [H, Is] bf16, or the shared expert's down dots in S pieces
-  //   [S, H] f32 (PIECE_DOTS', summed as the slots' are), or SP_NO_VIEW   6 shared act [Is] bf16
-  //   (with Wd)   7 shared gate logit [1] bf16 (with 5)
+  //   expert parallel)   5 shared Wd [H, Is] bf16, or the shared expert's down dots in Ss pieces
+  //   [Ss, H] f32 (PIECE_DOTS', summed as the params' shared_split says, 0: as the slots'), or
+  //   SP_NO_VIEW   6 shared act [Is] bf16 (with Wd)   7 shared gate logit [1] bf16 (with 5)
   SP_OP_EXPERT_DOWN_SUM = 17,
   SP_OP_COUNT_ = 18  // one past the largest opcode
 };

@@ -122,11 +122,15 @@ TEST_CASE("--devices 2 decodes the tokens of the one-device graph split alike, a
                       "and the model's 2 (num_key_value_heads)"));
 }
 
-TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the experts' dots whole, and is refused "
+TEST_CASE("--expert-parallel decodes the tokens of the one-device graph with the routed experts' dots whole, and is refused "
           "on one device or with a saved graph") {
   const std::string model = "--model synthetic:tiny-moe --max-new-tokens 6 --json ";
   run_same_tokens(model + "-e sequential --tune o-proj-split=2/2 --tune down-split=2/2",
                   model + "-e threaded --workers 2 --devices 2 --expert-parallel");
+  // With a shared expert, its down dots split a piece a device.
+  const std::string hybrid = "--model synthetic:tiny-qwen3.5-moe --max-new-tokens 6 --json ";
+  run_same_tokens(hybrid + "-e sequential --tune o-proj-split=2/2 --tune gdn-out-split=2/2 --tune shared-down-split=2/2",
+                  hybrid + "-e threaded --workers 2 --devices 2 --expert-parallel");
   const CliResult alone = run_cli("run " + model + "-e threaded --expert-parallel");
   CHECK(alone.status == 2);
   CHECK(alone.err_has("expert parallel splits the routed experts over devices: it needs devices above 1"));

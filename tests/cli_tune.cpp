@@ -13,11 +13,12 @@ TEST_CASE("tune --list names every knob once, marking those that change the bits
     CHECK(names.insert(k["name"].get<std::string>()).second);
     for (const char* field : {"sets", "values", "default", "what", "measured"}) CHECK(!k[field].get<std::string>().empty());
   }
-  CHECK(names.size() == 23);
+  CHECK(names.size() == 24);
   for (const auto& k : list) {
     const std::string name = k["name"];
     const bool bits = name == "attn-chunks" || name == "o-proj-split" || name == "down-split" || name == "fused-mlp" ||
-                      name == "gdn-out-split" || name == "expert-down-split";
+                      name == "gdn-out-split" || name == "expert-down-split" ||
+                      name == "shared-down-split";
     CHECK_MESSAGE(k["changes_bits"].get<bool>() == bits, name);
   }
   const auto text = run_cli("tune --list");

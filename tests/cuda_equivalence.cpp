@@ -478,16 +478,22 @@ TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megake
   check_same(run_decode(build_decode_graph(w, o), w, cuda_options(CudaMode::Megakernel), prompt, 4), expect);
 }
 
-TEST_CASE("the experts' down in pieces (expert-down-split, and the shared expert's with it): the per-op and graph modes match the sequential reference, the megakernel refuses them") {
+TEST_CASE("the experts' down in pieces (expert-down-split, and shared-down-split apart): the per-op and graph modes match the sequential reference, the megakernel refuses them") {
   for (const char* preset : {"synthetic:tiny-moe", "synthetic:tiny-qwen3.5-moe", "synthetic:tiny-qwen3-next"}) {
     CAPTURE(preset);
     const ModelWeights w = load_model(preset);
-    for (const GemvSplit split : {GemvSplit{2, 2}, GemvSplit{4, 2}}) {
-      CAPTURE(split.pieces);
+    // {routed, shared}: the shared expert's split as the routed one's (pieces 0), its own with
+    // the routed dots whole (expert parallel's numerics), or its rows whole (pieces 1).
+    for (const auto& [routed, shared] : {std::pair{GemvSplit{2, 2}, GemvSplit{0, 0}}, {GemvSplit{4, 2}, GemvSplit{0, 0}},
+                                         {GemvSplit{}, GemvSplit{2, 2}}, {GemvSplit{2, 2}, GemvSplit{1, 0}}}) {
+      if (shared.pieces && !has_shared_expert(w.config.family)) continue;
+      CAPTURE(routed.pieces);
+      CAPTURE(shared.pieces);
       BuildOptions o;
       o.context = 64;
       o.attn_chunks = 3;
-      o.expert_down_split = split;
+      o.expert_down_split = routed;
+      o.shared_down_split = shared;
       const Graph g = build_decode_graph(w, o);
       REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_PIECE) < g.tasks.size());
       const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "executors_fixture.h"
@@ -79,11 +80,12 @@ void check_simulations(const Graph& g, const ModelWeights& w, const Decoded& exp
     }
 }
 
-// What N devices compute expert parallel: the one-device split graph with the experts' down
-// dots whole.
+// What N devices compute expert parallel: the one-device split graph with the routed experts'
+// down dots whole and the shared expert's split.
 Graph one_device_expert_parallel(const ModelWeights& w, uint32_t devices) {
   BuildOptions o = over(1);
   o.o_proj_split = o.down_split = o.gdn_out_split = {devices, devices};
+  if (has_shared_expert(w.config.family)) o.shared_down_split = {devices, devices};
   return build_decode_graph(w, o);
 }
 
@@ -140,7 +142,7 @@ TEST_CASE("devices: over more devices than kv heads, each kv head's q heads shar
 }
 
 TEST_CASE("devices: the MoE families expert parallel over 2 and 4 devices decode the one-device graph's tokens and "
-          "logits (the experts' down dots whole), bit for bit") {
+          "logits (the routed experts' down dots whole, the shared expert's split), bit for bit") {
   for (const std::string& preset : kMoePresets) {
     const ModelWeights w = four_kv_heads(preset);
     for (uint32_t devices : {2u, 4u}) {
@@ -154,13 +156,40 @@ TEST_CASE("devices: the MoE families expert parallel over 2 and 4 devices decode
   }
 }
 
+TEST_CASE("devices: the shared expert's down split apart from the routed experts' (shared_down_split) runs alike on "
+          "the CPU executors, and a model without a shared expert refuses it") {
+  for (const std::string preset : {"tiny-qwen3.5-moe", "tiny-qwen3-next"}) {
+    const ModelWeights w = four_kv_heads(preset);
+    // {routed, shared, the sum's shared operand}: pieces, whole rows, pieces of their own split.
+    for (const auto& [routed, shared, dtype] :
+         {std::tuple{GemvSplit{}, GemvSplit{2, 2}, SP_F32}, {GemvSplit{2, 2}, GemvSplit{1, 0}, SP_BF16},
+          {GemvSplit{2, 2}, GemvSplit{4, 2}, SP_F32}}) {
+      CAPTURE(preset);
+      CAPTURE(routed.pieces);
+      CAPTURE(shared.pieces);
+      BuildOptions o = over(1);
+      o.expert_down_split = routed;
+      o.shared_down_split = shared;
+      const Graph g = build_decode_graph(w, o);
+      const SpTask& sum = g.tasks[first_task(g, SP_OP_EXPERT_DOWN_SUM)];
+      CHECK(g.views[sum.operand[5]].dtype == dtype);
+      if (dtype == SP_F32) CHECK(g.views[sum.operand[5]].rows == shared.pieces);
+      check_simulations(g, w, run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
+    }
+  }
+  BuildOptions o = over(1);
+  o.shared_down_split = {2, 2};
+  CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny-moe"), o); }) ==
+        "a shared expert down split, and a qwen3_moe model has no shared expert");
+}
+
 TEST_CASE("devices: expert parallel, each device's expert tasks hold its experts, and experts no device holds "
           "change the bits") {
   const ModelWeights w = four_kv_heads("tiny-qwen3.5-moe");
   const ModelConfig& c = w.config;
   const Graph good = build_decode_graph(w, expert_parallel(2));
   const uint32_t E = c.num_experts, k = c.experts_per_tok;
-  std::vector<uint32_t> gate_up_tiles(2, 0), pieces(2, 0), held_params(2, SP_NO_VIEW);
+  std::vector<uint32_t> gate_up_tiles(2, 0), pieces(2, 0), held_params(2, SP_NO_VIEW), shared_tiles(2, 0);
   for (size_t i = 0; i < good.tasks.size(); ++i) {
     const SpTask& t = good.tasks[i];
     const uint32_t d = good.task_device[i];
@@ -183,8 +212,26 @@ TEST_CASE("devices: expert parallel, each device's expert tasks hold its experts
     if (t.op == SP_OP_EXPERT_DOWN_SUM) {
       CHECK(d == Graph::kEveryDevice);
       CHECK(t.operand[4] == 0);  // one piece: each slot's whole dot
+      // The shared expert's dots in a piece a device, summed as a split {2, 2} sums them.
+      CHECK(good.views[t.operand[5]].dtype == SP_F32);
+      CHECK(good.views[t.operand[5]].rows == 2);
+      const SpMoeParams& p = sp_op_record<SpMoeParams>(good.op_params[t.operand[3]]);
+      CHECK(p.shared_split == gemv_split_word(2, 2));
+    }
+    if (t.op == SP_OP_GATE_UP) {  // the shared expert's rows [d Is/2, (d+1) Is/2) on device d
+      REQUIRE(d < 2);
+      CHECK(t.tile_begin / (c.shared_intermediate / 2) == d);
+      CHECK((t.tile_end - 1) / (c.shared_intermediate / 2) == d);
+      shared_tiles[d] += t.tile_end - t.tile_begin;
+    }
+    if (t.op == SP_OP_PIECE_DOTS) {
+      REQUIRE(d < 2);
+      CHECK(t.operand[3] == d);
+      CHECK(good.is_broadcast(t.signal_counter));
     }
   }
+  CHECK(shared_tiles[0] == c.n_layers * c.shared_intermediate / 2);
+  CHECK(shared_tiles[1] == shared_tiles[0]);
   // Each device spans every slot's rows (it skips the slots of the other's experts) in each layer.
   CHECK(gate_up_tiles[0] == c.n_layers * k * c.moe_intermediate);
   CHECK(gate_up_tiles[1] == gate_up_tiles[0]);
@@ -413,8 +460,13 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
   o = over(2);
   o.down_split = {2, 2};
   CHECK(error_of([&] { build_decode_graph(tiny, o); }) ==
-        "an o_proj, down, GDN out_proj or expert down split does not apply over 2 devices: there each dot is split "
-        "into a piece a device");
+        "an o_proj, down, GDN out_proj, expert down or shared expert down split does not apply over 2 devices: "
+        "there each dot is split into a piece a device");
+  o = over(2);
+  o.shared_down_split = {2, 2};
+  CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny-qwen3.5-moe"), o); }) ==
+        "an o_proj, down, GDN out_proj, expert down or shared expert down split does not apply over 2 devices: "
+        "there each dot is split into a piece a device");
   // tiny-qwen3.5's 2 GDN key heads over 4 devices (its kv heads raised to 4).
   ModelConfig hybrid = synthetic_config("tiny-qwen3.5");
   hybrid.n_heads = 8;
@@ -436,9 +488,10 @@ TEST_CASE("devices: a split the model or the options cannot take is refused, nam
   ModelConfig shared = four_kv_config("tiny-qwen3.5-moe");
   shared.shared_intermediate = 24;
   const ModelWeights narrow_shared = test::weights_for("narrow-shared", shared, 256);
-  CHECK(error_of([&] { build_decode_graph(narrow_shared, over(2)); }) ==
-        "shared expert down over 2 devices, split 2/2: the split's pieces are not whole octets (a multiple of 8 "
-        "columns each) (24 columns)");
+  for (const BuildOptions& o : {over(2), expert_parallel(2)})
+    CHECK(error_of([&] { build_decode_graph(narrow_shared, o); }) ==
+          "shared expert down over 2 devices, split 2/2: the split's pieces are not whole octets (a multiple of 8 "
+          "columns each) (24 columns)");
 }
 
 TEST_CASE("devices: the GPU executors refuse a graph over several devices, naming the ones that run it") {
@@ -511,12 +564,28 @@ TEST_CASE("devices: validate refuses a sum task's shared expert operands that do
   g = pieces;
   g.tasks[sum].operand[5] = SP_NO_VIEW;
   CHECK(problem(g) == task + "a shared expert's activations or gate without its down rows (operand 5)");
-  // Expert parallel: the shared expert's down rows (bf16), its activations and its gate.
+  // Expert parallel: the shared expert's split (its MoE record's), which must have pieces to sum
+  // and groups that divide them.
   g = build_decode_graph(w, expert_parallel(2));
   const uint32_t ep_sum = first_task(g, SP_OP_EXPERT_DOWN_SUM);
-  REQUIRE(g.views[g.tasks[ep_sum].operand[5]].dtype == SP_BF16);
-  g.tasks[ep_sum].operand[6] = SP_NO_VIEW;
-  CHECK(problem(g) == "graph: task " + std::to_string(ep_sum) +
+  const std::string ep_task = "graph: task " + std::to_string(ep_sum) + " (expert_down_sum): ";
+  const std::string split = "the shared expert's down dots' split (its MoE parameters' shared_split, else operand 4)";
+  SpMoeParams& record = reinterpret_cast<SpMoeParams&>(g.op_params[g.tasks[ep_sum].operand[3]]);
+  CHECK(problem(g) == "(no error)");
+  record.shared_split = gemv_split_word(3, 2);
+  CHECK(problem(g) == ep_task + split + ": its groups do not divide its pieces");
+  record.shared_split = 0;  // the slots' split then: one piece
+  CHECK(problem(g) == ep_task + split + " has fewer than 2 pieces: there is nothing to sum");
+  // One device, the routed dots split and the shared expert's whole: its down rows (bf16), its
+  // activations and its gate.
+  BuildOptions whole_shared = over(1);
+  whole_shared.expert_down_split = {2, 2};
+  whole_shared.shared_down_split = {1, 0};
+  g = build_decode_graph(w, whole_shared);
+  const uint32_t rows_sum = first_task(g, SP_OP_EXPERT_DOWN_SUM);
+  REQUIRE(g.views[g.tasks[rows_sum].operand[5]].dtype == SP_BF16);
+  g.tasks[rows_sum].operand[6] = SP_NO_VIEW;
+  CHECK(problem(g) == "graph: task " + std::to_string(rows_sum) +
                           " (expert_down_sum): the shared expert's down rows without its activations and gate");
 }
 

@@ -274,27 +274,38 @@ TEST_CASE_TEMPLATE("expert_down_rows with a shared expert: r(hidden + r(r(routed
 // row dot (split_row_dot, rounded), weighted and summed in slot order into the residual, with
 // the shared expert's term where there is one.
 TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down dot summed from its pieces as a split "
-          "GEMV's, and a shared expert's from its rows or its dots' pieces alike") {
+          "GEMV's, and a shared expert's from its rows or its dots' pieces, split as its own split says") {
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(9800 + seed);
     RandomExperts m(rng);
-    const uint32_t S = random_in(rng, 2, 4);
+    const uint32_t S = random_in(rng, 1, 4);  // 1: each slot's whole dot (expert parallel)
     m.Im = S * 8 * random_in(rng, 1, 3);
     m.d_stride = m.Im + 8 * random_in(rng, 0, 2);
     m.down = random_bf16(rng, size_t(m.E) * m.H * m.d_stride, 1.0 / std::sqrt(double(m.Im)));
-    const GemvSplit split{S, seed % 2 ? S : 1};
+    const GemvSplit split = S > 1 ? GemvSplit{S, seed % 2 ? S : 1} : GemvSplit{};
     const std::vector<bf16> act = random_bf16(rng, size_t(m.k) * m.Im);
     const uint32_t shared_form = seed % 3;  // 0 none, 1 its down rows, 2 its down dots' pieces
     const bool with_shared = shared_form != 0;
-    const uint32_t Is = S * 8 * random_in(rng, 1, 2), Ps = Is / S;
-    const std::vector<bf16> Wd_s = random_bf16(rng, size_t(m.H) * Is, 0.3), act_s = random_bf16(rng, Is);
-    std::vector<float> shared_pieces(size_t(S) * m.H, std::nanf(""));
-    for (uint32_t j = 0; j < S; ++j)
+    // The shared expert's split, its own: pieces other than the slots', in groups of 2 or all.
+    const uint32_t Ss = random_in(rng, 2, 4);
+    const GemvSplit shared_split{Ss, Ss == 4 && seed % 2 ? 2u : Ss};
+    const uint32_t Is = Ss * 8 * random_in(rng, 1, 2), Ps = Is / Ss;
+    std::vector<bf16> Wd_s = random_bf16(rng, size_t(m.H) * Is, 0.3), act_s = random_bf16(rng, Is);
+    if (Ss == 4) {  // pieces 0 and 2 cancel, 2^20 times the others: how the pieces group then shows
+      for (uint32_t i = 0; i < Ps; ++i) {
+        act_s[i] = to_bf16(std::ldexp(bf16_to_f32(act_s[i]), 20));
+        act_s[2 * Ps + i] = to_bf16(-bf16_to_f32(act_s[i]));
+        for (uint32_t r = 0; r < m.H; ++r) Wd_s[size_t(r) * Is + 2 * Ps + i] = Wd_s[size_t(r) * Is + i];
+      }
+    }
+    std::vector<float> shared_pieces(size_t(Ss) * m.H, std::nanf(""));
+    for (uint32_t j = 0; j < Ss; ++j)
       piece_dot_rows<float>(Wd_s.data() + j * Ps, Is, act_s.data() + j * Ps, Ps, 0, m.H,
                             shared_pieces.data() + size_t(j) * m.H);
     const bf16 logit = random_bf16(rng, 1, 3)[0];
-    const SharedExpert se = shared_form == 1 ? SharedExpert{Wd_s.data(), Is, Is, act_s.data(), logit}
-                                             : SharedExpert{nullptr, 0, 0, nullptr, logit, shared_pieces.data(), m.H};
+    const SharedExpert se =
+        shared_form == 1 ? SharedExpert{Wd_s.data(), Is, Is, act_s.data(), logit}
+                         : SharedExpert{nullptr, 0, 0, nullptr, logit, shared_pieces.data(), m.H, shared_split};
     CAPTURE(seed);
     std::vector<bf16> expect = m.hidden;
     for (uint32_t r = 0; r < m.H; ++r) {
@@ -310,7 +321,8 @@ TEST_CASE("expert_down_piece_rows then expert_down_sum_rows: each slot's down do
         std::vector<float> a(Is);
         for (uint32_t i = 0; i < Is; ++i) a[i] = bf16_to_f32(act_s[i]);
         const bf16* row = Wd_s.data() + size_t(r) * Is;
-        const float dot = shared_form == 1 ? row_dot(row, a.data(), Is) : split_row_dot(row, a.data(), Is, split);
+        const float dot =
+            shared_form == 1 ? row_dot(row, a.data(), Is) : split_row_dot(row, a.data(), Is, shared_split);
         f = add_shared_expert(f, rounded(dot), logit);
       }
       expect[r] = to_bf16(bf16_to_f32(expect[r]) + f);

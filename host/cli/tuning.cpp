@@ -97,6 +97,11 @@ const std::vector<Knob>& knobs() {
        "of their own (the CPU executors and cuda's per-op and graph modes run them); 0 = the plain dots", true,
        "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.expert_down_split = split(v); }},
+      {"shared-down-split", T::Tiling, kSplit, "0",
+       "the shared expert's down dots summed from pieces split otherwise than expert-down-split's (alone, with the "
+       "routed experts' dots whole); 1 = the plain dots, 0 = as expert-down-split", true,
+       "the numerics of --devices PIECES --expert-parallel (PIECES/PIECES); not measured for speed",
+       [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.shared_down_split = split(v); }},
       {"fused-mlp", T::Tiling, "PIECES[/GANG], GANG at most 255", "0",
        "each layer's MLP as one stage of PIECES tasks in gangs of GANG, down summed as down-split PIECES/GANG "
        "(refused with down-split); 0 = the gate_up and down stages",

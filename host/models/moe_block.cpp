@@ -14,23 +14,25 @@ MoeBlock::MoeBlock(GraphEmitter& e, const DecoderViews& v, bool normalise)
   narrow(2 * uint64_t(E) * Im, "the fused gate and up rows, 2 × num_experts × moe_intermediate_size");
   narrow(uint64_t(E) * c.hidden, "the fused down rows, num_experts × hidden_size");
   const BuildOptions& opt = e.options();
+  const GemvSplit shared_asked = opt.shared_down_split.pieces ? opt.shared_down_split : opt.expert_down_split;
   e.check_split(opt.expert_down_split, Im, "expert down");
-  if (shared_) e.check_split(opt.expert_down_split, c.shared_intermediate, "shared expert down");
-  if (opt.devices > 1 && !opt.expert_parallel) {
-    const std::string over = " over " + std::to_string(opt.devices) + " devices,";
-    e.check_split({opt.devices, opt.devices}, Im, ("expert down" + over).c_str());
-    if (shared_) e.check_split({opt.devices, opt.devices}, c.shared_intermediate, ("shared expert down" + over).c_str());
-  }
+  if (shared_) e.check_split(shared_asked, c.shared_intermediate, "shared expert down");
   const uint32_t N = opt.devices, flags = normalise ? SP_MOE_NORMALISE : 0u;
+  if (N > 1) {
+    const std::string over = " over " + std::to_string(N) + " devices,";
+    if (!opt.expert_parallel) e.check_split({N, N}, Im, ("expert down" + over).c_str());
+    if (shared_) e.check_split({N, N}, c.shared_intermediate, ("shared expert down" + over).c_str());
+  }
   if (opt.expert_parallel && E % N)
     throw Error("expert parallel over " + std::to_string(N) + " devices: a device holds whole experts, and the " +
                 std::to_string(E) + " experts (num_experts) do not split evenly over them");
-  down_split_ = opt.expert_parallel ? GemvSplit{}
-                : N > 1             ? GemvSplit{N, N}
-                                    : gemv_split(gemv_split_word(opt.expert_down_split.pieces, opt.expert_down_split.group));
-  params_ = e.add_params(SpMoeParams{E, k, Im, flags, 0, 0, {}});
+  const auto one_device = [](GemvSplit s) { return gemv_split(gemv_split_word(s.pieces, s.group)); };
+  down_split_ = opt.expert_parallel ? GemvSplit{} : N > 1 ? GemvSplit{N, N} : one_device(opt.expert_down_split);
+  if (shared_) shared_split_ = N > 1 ? GemvSplit{N, N} : one_device(shared_asked);
+  const uint32_t shared_word = gemv_split_word(shared_split_.pieces, shared_split_.group);
+  params_ = e.add_params(SpMoeParams{E, k, Im, flags, 0, 0, shared_word, 0});
   for (uint32_t d = 0; d < N && opt.expert_parallel; ++d)
-    held_params_.push_back(e.add_params(SpMoeParams{E, k, Im, flags, d * (E / N), E / N, {}}));
+    held_params_.push_back(e.add_params(SpMoeParams{E, k, Im, flags, d * (E / N), E / N, shared_word, 0}));
   logits_ = e.alloc("router_logits", SP_ARENA_WORK, SP_F32, 1, E);
   routing_ = e.alloc("routing", SP_ARENA_WORK, SP_U32, 1, 2 * uint64_t(k));
   act_ = e.alloc("expert_act", SP_ARENA_WORK, SP_BF16, k, Im);
@@ -84,9 +86,9 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
     const uint32_t wu = e_.weight(layer(l, kSharedUp), {Is, H});
     const uint32_t w_gate = e_.weight(layer(l, kSharedExpertGate), {1, H});
     wd_shared = e_.weight(layer(l, kSharedDown), {H, Is});
-    // Over devices (tensor-parallel experts) device d computes rows [d Is/N, (d+1) Is/N), the
+    // Over devices (expert parallel too) device d computes rows [d Is/N, (d+1) Is/N), the
     // columns of its piece of the shared down.
-    const uint32_t N = held_params_.empty() ? e_.graph().devices : 1;
+    const uint32_t N = e_.graph().devices;
     for (uint32_t d = 0; d < N; ++d) {
       if (N > 1) e_.on_device(d);
       e_.split(s_router, d * (Is / N), (d + 1) * (Is / N), e_.rows_per_task(Is / N), [&](uint32_t r0, uint32_t r1) {
@@ -113,7 +115,8 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
       });
     }
   e_.on_device(Graph::kEveryDevice);
-  if (down_split_.pieces > 1 || !held_params_.empty()) return emit_down_pieces(l, s_gu, down, wd_shared);
+  if (down_split_.pieces > 1 || !held_params_.empty() || shared_split_.pieces > 1)
+    return emit_down_pieces(l, s_gu, down, wd_shared);
   Stage s_down = e_.begin_stage(tag + "expert_down");
   e_.split(s_down, 0, H, e_.rows_per_task(H), [&](uint32_t r0, uint32_t r1) {
     if (shared_)
@@ -125,10 +128,11 @@ Stage MoeBlock::emit(uint32_t l, const Stage& prev) {
   return s_down;
 }
 
-// The down dots in pieces of Im / S columns (EXPERT_DOWN_PIECE), over N devices piece d on
-// device d into symmetric partials signalling every device, or expert parallel each device's
-// slots' whole dots into the one partial row, then their sum into the residual on every device
-// (EXPERT_DOWN_SUM), with the shared expert's rows where there is one.
+// The down dots in pieces of Im / S columns (EXPERT_DOWN_PIECE; S = 1 where the shared
+// expert's alone are split), over N devices piece d on device d into symmetric partials
+// signalling every device, or expert parallel each device's slots' whole dots into the one
+// partial row, then their sum into the residual on every device (EXPERT_DOWN_SUM), with the
+// shared expert's rows or pieces where there is one.
 Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, uint32_t wd_shared) {
   const ModelConfig& c = e_.weights().config;
   const uint32_t H = c.hidden, k = c.experts_per_tok, S = down_split_.pieces, P = c.moe_intermediate / S;
@@ -151,14 +155,15 @@ Stage MoeBlock::emit_down_pieces(uint32_t l, const Stage& s_gu, uint32_t down, u
                   {w_j, act_j, logits_, partials, params, j});
     });
   }
-  // The shared expert's down split alike: its dots' pieces (PIECE_DOTS) into partials of their
-  // own, piece j on device j over devices, which the sum adds as it adds the slots'.
+  // The shared expert's down split as shared_split_ says: its dots' pieces (PIECE_DOTS) into
+  // partials of their own, piece j on device j over devices, which the sum adds as that split
+  // sums them (the record's shared_split).
   uint32_t shared_down = shared_ ? wd_shared : SP_NO_VIEW, shared_act = shared_ ? shared_act_ : SP_NO_VIEW;
-  if (shared_ && S > 1) {
-    const uint32_t Ps = c.shared_intermediate / S;
-    shared_down = e_.alloc(tag + "shared_down_partials", N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK, SP_F32, S, H);
+  if (shared_ && shared_split_.pieces > 1) {
+    const uint32_t Ss = shared_split_.pieces, Ps = c.shared_intermediate / Ss;
+    shared_down = e_.alloc(tag + "shared_down_partials", N > 1 ? SP_ARENA_SYMMETRIC : SP_ARENA_WORK, SP_F32, Ss, H);
     shared_act = SP_NO_VIEW;
-    for (uint32_t j = 0; j < S; ++j) {
+    for (uint32_t j = 0; j < Ss; ++j) {
       if (N > 1) e_.on_device(j);
       const std::string piece = ".piece" + std::to_string(j);
       const uint32_t w_j = e_.columns(wd_shared, e_.graph().view_names[wd_shared] + piece, uint64_t(j) * Ps, Ps);

@@ -8,7 +8,8 @@
 // rows and gate join the sum (EXPERT_DOWN_SHARED). With BuildOptions::expert_down_split, or
 // over several devices, the down dots are summed from pieces (EXPERT_DOWN_PIECE,
 // EXPERT_DOWN_SUM: docs/multi-device.md); expert parallel, each device computes the slots of
-// the experts it holds whole, and the sum adds the slots' exchanged rows.
+// the experts it holds whole, and the sum adds the slots' exchanged rows (the shared expert's
+// down dots in a piece a device, as over devices without expert parallel).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -34,7 +35,8 @@ class MoeBlock {
   GraphEmitter& e_;
   DecoderViews v_;
   bool shared_;
-  GemvSplit down_split_;  // the down dots' pieces, or none
+  GemvSplit down_split_;    // the routed down dots' pieces, or none
+  GemvSplit shared_split_;  // the shared expert's down dots' pieces, or none
   uint32_t params_, logits_, routing_, act_, shared_act_ = 0, shared_logit_ = 0;
   // Expert parallel: device d's params, holding its experts; empty otherwise.
   std::vector<uint32_t> held_params_;
