@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   WORD("SP_MOE_", SpMoeParams, slots);
   WORD("SP_MOE_", SpMoeParams, expert_rows);
   WORD("SP_MOE_", SpMoeParams, flags);
+  WORD("SP_MOE_", SpMoeParams, shared_split);
   define("SP_MOE_NORMALISE", SP_MOE_NORMALISE);
   define("SP_MAX_CONV_KERNEL", spindle::kMaxConvKernel);
 

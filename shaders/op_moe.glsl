@@ -52,12 +52,11 @@ void route_experts(uint64_t logits_addr, uint at, MoeParams p) {
 // Chosen expert s of route_experts' words from `at` on.
 uint routed_expert(uint at, MoeParams p, uint s) { return shared_word(at + p.experts + s); }
 
-// After route_experts: the k slots' weights (ops/moe.h route), the logits turned into
-// exp(logit − top) in place; every invocation sums them alike (route_sum in expert order, then
-// route_slot_weight's in choice order), since a loop over shared memory must take the same trips
-// in all of them (workgroup.glsl), and invocation 0 writes the slots {expert, weight rounded to
-// bf16 as f32 bits} to `routing_addr`. Call in uniform control flow.
-void route_weights(uint at, MoeParams p, uint64_t routing_addr) {
+// After route_experts: the softmax's sums of the k slots' weights (ops/moe.h route), the logits
+// turned into exp(logit − top) in place: {route_sum in expert order, route_slot_weight's of the
+// chosen in choice order}. Every invocation sums them alike, since a loop over shared memory
+// must take the same trips in all of them (workgroup.glsl). Call in uniform control flow.
+vec2 route_sums(uint at, MoeParams p) {
   const uint E = p.experts, k = p.slots, n = gl_WorkGroupSize.x;
   const float top = uintBitsToFloat(shared_word(at + routed_expert(at, p, 0u)));  // the first chosen's logit
   sync_shared();  // read by every invocation before the logits are replaced
@@ -79,14 +78,26 @@ void route_weights(uint at, MoeParams p, uint64_t routing_addr) {
     precise float next = chosen_sum + exact_div(uintBitsToFloat(shared_word(at + routed_expert(at, p, s))), sum);
     chosen_sum = next;
   }
+  return vec2(sum, chosen_sum);
+}
+
+// Chosen expert s's weight rounded to bf16, as the bits the routing holds (ops/moe.h route).
+uint route_slot_weight_bits(uint at, MoeParams p, uint s, vec2 sums) {
+  precise float prob = exact_div(uintBitsToFloat(shared_word(at + routed_expert(at, p, s))), sums.x);
+  precise float weight = p.normalise ? exact_div(prob, sums.y) : prob;
+  return f32_to_bf16(weight) << 16;
+}
+
+// After route_experts: invocation 0 writes the k slots {expert, weight} to `routing_addr`. Call in
+// uniform control flow.
+void route_weights(uint at, MoeParams p, uint64_t routing_addr) {
+  const vec2 sums = route_sums(at, p);
   Words routing = Words(routing_addr);
-  for (uint s = 0u; s < k; ++s) {
-    const uint e = routed_expert(at, p, s);
-    precise float prob = exact_div(uintBitsToFloat(shared_word(at + e)), sum);
-    precise float weight = p.normalise ? exact_div(prob, chosen_sum) : prob;
+  for (uint s = 0u; s < p.slots; ++s) {
+    const uint weight = route_slot_weight_bits(at, p, s, sums);
     if (invocation() == 0u) {
-      routing.w[2u * s] = e;
-      routing.w[2u * s + 1u] = f32_to_bf16(weight) << 16;
+      routing.w[2u * s] = routed_expert(at, p, s);
+      routing.w[2u * s + 1u] = weight;
     }
   }
 }
@@ -260,6 +271,117 @@ uint cost_expert_down_shared(Task t) {
   const uint Is = load_view(t.operand[5]).cols;
   return cost_expert_down(t) + trips(trips(Is, DOT_VEC), gl_WorkGroupSize.x) +
          warp_row_groups(t) * (trips(Is, DOT_BLOCK * DOT_UNROLL) + 1u);
+}
+
+// Operands: 0 W (the piece's columns of expert e's down rows e·H .., row stride Im), 1 act (the
+// piece's columns of every slot's activations), 2 the router's logits, 3 partials, 4 params,
+// 5 the piece j. The slots' activation rows of the piece staged, the token routed from the
+// logits (route_experts) in words after them; a warp's rows as warp_rows gives them, and for
+// each, each slot's dot over the piece into column s·H + r of partial row j, f32 (ops/moe.h
+// expert_down_piece_rows). The params' held experts are a device's share of a graph over
+// several devices, which this executor does not run.
+void run_expert_down_piece(Task t) {
+  const MoeParams p = moe_params(t, 4u);
+  const View W = load_view(t.operand[0]), partials = load_view(t.operand[3]);
+  const uint P = W.cols, H = W.rows / p.experts, j = t.operand[5], at = p.slots * slot_row_elements(P) / 2u;
+  const bool vec = vec_readable(W.addr, W.stride, P);
+  stage_slot_rows(load_view(t.operand[1]), P, p.slots, 0u);
+  route_experts(load_view(t.operand[2]).addr, at, p);
+  Words partial = Words(partials.addr);
+  for (uint g = 0u; g < warp_row_groups(t); ++g) {
+    uint r[DOT_ROWS];
+    uint64_t first[DOT_ROWS];  // expert 0's rows; expert e's are e · H rows further
+    warp_rows(W, t, g, r, first);
+    for (uint s = 0u; s < p.slots; ++s) {
+      const uint64_t offset = 2ul * uint64_t(routed_expert(at, p, s) * H) * W.stride;
+      uint64_t rows[DOT_ROWS];
+      [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) rows[i] = first[i] + offset;
+      float acc[DOT_ROWS];
+      lane_dot_rows(rows, s * slot_row_elements(P), P, vec, acc);
+      [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+        precise float d = warp_sum(acc[i]);
+        if (r[i] < t.tile_end && lane() == 0u) partial.w[j * partials.stride + s * H + r[i]] = floatBitsToUint(d);
+      }
+    }
+  }
+}
+
+uint cost_expert_down_piece(Task t) {
+  const MoeParams p = moe_params(t, 4u);
+  const uint P = load_view(t.operand[0]).cols;
+  return trips(p.slots * trips(P, DOT_VEC), gl_WorkGroupSize.x) + cost_route(p) +
+         warp_row_groups(t) * p.slots * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u);
+}
+
+// Operands: 0 partials [S, k·H], 1 the router's logits, 2 hidden (in place), 3 params, 4 split,
+// 5 the shared expert's down rows (bf16) or its down dots' pieces (f32) or none, 6 its
+// activations (with its rows), 7 its gate's logit. Its activations staged (with its rows), the
+// token routed and weighed from the logits in words after them (route_experts, route_sums),
+// the slots' weights after those; for each of a warp's rows (warp_rows' order), each slot's
+// pieces summed as the split sums them, m = Σ r(w_s · r(y_s)) from 0 in slot order, f = r(m),
+// the shared expert's term added (from its rows' dots, or its pieces summed as the params'
+// shared_split says, else as the slots'), and hidden = r(hidden + f) (ops/moe.h
+// expert_down_sum_rows).
+void run_expert_down_sum(Task t) {
+  const MoeParams p = moe_params(t, 3u);
+  const View partials = load_view(t.operand[0]);
+  const uint H = partials.cols / p.slots;
+  const uvec2 split = gemv_split_of(t.operand[4]);
+  const bool with_shared = t.operand[5] != SP_NO_VIEW;
+  const View Ws = with_shared ? load_view(t.operand[5]) : partials;
+  const bool shared_rows = with_shared && Ws.dtype == SP_BF16;
+  const uint shared_split_word = op_param(t.operand[3], SP_MOE_shared_split);
+  const uvec2 shared_split = gemv_split_of(shared_split_word != 0u ? shared_split_word : t.operand[4]);
+  const uint at = shared_rows ? slot_row_elements(Ws.cols) / 2u : 0u, weights = at + p.experts + p.slots;
+  if (shared_rows) stage_slot_rows(load_view(t.operand[6]), Ws.cols, 1u, 0u);
+  route_experts(load_view(t.operand[1]).addr, at, p);
+  const vec2 sums = route_sums(at, p);
+  for (uint s = 0u; s < p.slots; ++s) {
+    const uint weight = route_slot_weight_bits(at, p, s, sums);
+    if (invocation() == 0u) set_shared_word(weights + s, weight);
+  }
+  sync_shared();
+  const float gate = with_shared ? shared_expert_gate(t) : 0.0;
+  Halves hidden = Halves(load_view(t.operand[2]).addr);
+  for (uint g = 0u; g < warp_row_groups(t); ++g) {
+    uint r[DOT_ROWS];
+    float f[DOT_ROWS];
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      r[i] = t.tile_begin + warp() + (g * DOT_ROWS + i) * warps();
+      const uint row = min(r[i], t.tile_end - 1u);  // a row past the task's last is read again, not written
+      precise float m = 0.0;
+      for (uint s = 0u; s < p.slots; ++s) {
+        precise float weighted = uintBitsToFloat(shared_word(weights + s)) *
+                                 rounded(pieces_sum(Words(partials.addr), s * H + row, partials.stride, split));
+        precise float next = m + rounded(weighted);
+        m = next;
+      }
+      f[i] = rounded(m);
+      if (with_shared && !shared_rows) {
+        precise float term = gate * rounded(pieces_sum(Words(Ws.addr), row, Ws.stride, shared_split));
+        precise float sum = f[i] + rounded(term);
+        f[i] = rounded(sum);
+      }
+    }
+    if (shared_rows) add_shared_expert(t, g, 0u, gate, f);
+    [[unroll]] for (uint i = 0u; i < DOT_ROWS; ++i) {
+      if (r[i] < t.tile_end && lane() == 0u) {
+        precise float sum = bf16_to_f32(uint(hidden.h[r[i]])) + f[i];
+        hidden.h[r[i]] = uint16_t(f32_to_bf16(sum));
+      }
+    }
+  }
+}
+
+uint cost_expert_down_sum(Task t) {
+  const MoeParams p = moe_params(t, 3u);
+  const View Ws = t.operand[5] != SP_NO_VIEW ? load_view(t.operand[5]) : load_view(t.operand[0]);
+  const uint pieces = max(t.operand[4] & 0xFFFFu, 1u);
+  const uint rows = t.operand[5] == SP_NO_VIEW ? 0u
+                    : Ws.dtype == SP_BF16 ? trips(trips(Ws.cols, DOT_VEC), gl_WorkGroupSize.x) +
+                                                warp_row_groups(t) * (trips(Ws.cols, DOT_BLOCK * DOT_UNROLL) + 1u)
+                                          : warp_row_groups(t) * DOT_ROWS * Ws.rows;
+  return cost_route(p) + p.slots + rows + warp_row_groups(t) * DOT_ROWS * p.slots * pieces;
 }
 
 #endif

@@ -204,18 +204,13 @@ uint cost_gemv(Task t) {
   return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + warp_row_groups(t) * dot + argmax;
 }
 
-// Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,
-// 5 arrivals, 6 piece | arrivals word << 16, 7 split. The piece's dots into its partial row, a
-// warp DOT_ROWS rows at a time as run_gemv; the last piece of these rows to count in sums every
-// piece's dots in split_dot_rows' order (split_add) and stores the rows, an
-// invocation a row.
-void run_gemv_piece(Task t) {
-  const View W = load_view(t.operand[0]), partials = load_view(t.operand[4]);
-  const uint64_t residual = optional_view_address(t.operand[3]);
-  const uint P = W.cols, j = t.operand[6] & 0xFFFFu, pieces = t.operand[7] & 0xFFFFu;
-  const uint group = (t.operand[7] >> 16) == 0u ? pieces : t.operand[7] >> 16;
+// A piece's dots (ops/gemv.h piece_dot_rows): x, the piece's slice, staged; a warp's rows as
+// warp_rows gives them, each row's dot over W's columns (the piece's) into column r of partial
+// row j, f32.
+void piece_dots(Task t, View W, uint64_t x, View partials, uint j) {
+  const uint P = W.cols;
   const bool vec = vec_readable(W.addr, W.stride, P);
-  stage_input(load_view(t.operand[1]).addr, 0ul, P);
+  stage_input(x, 0ul, P);
   Words p = Words(partials.addr);
   for (uint g = 0u; g < warp_row_groups(t); ++g) {
     uint r[DOT_ROWS];
@@ -228,12 +223,34 @@ void run_gemv_piece(Task t) {
       if (r[i] < t.tile_end && lane() == 0u) p.w[j * partials.stride + r[i]] = floatBitsToUint(d);
     }
   }
-  if (!arrived_last(load_view(t.operand[5]).addr, t.operand[6] >> 16, pieces)) return;
-  Halves dst = Halves(load_view(t.operand[2]).addr);
+}
+
+uint cost_piece_dots_of(Task t, uint P) {
+  return cost_stage_input(false, P) + warp_row_groups(t) * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u);
+}
+
+// The pieces of column `column` of a pieces view (`split.x` rows of `stride` words) summed as
+// split_add sums them.
+float pieces_sum(Words w, uint column, uint stride, uvec2 split) {
+  float y = 0.0, sum = 0.0;
+  for (uint k = 0u; k < split.x; ++k) split_add(uintBitsToFloat(w.w[k * stride + column]), k, split.y, sum, y);
+  return y;
+}
+
+// {pieces, a group's} of a split word, as tasks/gemv_split.h gemv_split reads it: fewer than 2
+// pieces is one, group 0 all of them.
+uvec2 gemv_split_of(uint word) {
+  const uint pieces = word & 0xFFFFu, group = word >> 16;
+  return pieces < 2u ? uvec2(1u) : uvec2(pieces, group == 0u ? pieces : group);
+}
+
+// The pieces' partial rows over the task's rows summed in split_dot_rows' order (split_add), an
+// invocation a row (ops/gemv.h piece_sum_rows): out = r(res + r(y)) with a residual, else r(y).
+void piece_sums(Task t, View partials, uint64_t out_addr, uint64_t residual, uint word) {
+  const uvec2 split = gemv_split_of(word);
+  Halves dst = Halves(out_addr);
   for (uint r = t.tile_begin + invocation(); r < t.tile_end; r += gl_WorkGroupSize.x) {
-    float y = 0.0, sum = 0.0;
-    for (uint k = 0u; k < pieces; ++k) split_add(uintBitsToFloat(p.w[k * partials.stride + r]), k, group, sum, y);
-    uint bits = f32_to_bf16(y);
+    uint bits = f32_to_bf16(pieces_sum(Words(partials.addr), r, partials.stride, split));
     if (residual != 0ul) {
       precise float with_residual = bf16_to_f32(uint(Halves(residual).h[r])) + bf16_to_f32(bits);
       bits = f32_to_bf16(with_residual);
@@ -242,11 +259,39 @@ void run_gemv_piece(Task t) {
   }
 }
 
-uint cost_gemv_piece(Task t) {
-  const uint P = load_view(t.operand[0]).cols, rows = t.tile_end - t.tile_begin;
-  return cost_stage_input(false, P) + warp_row_groups(t) * (trips(P, DOT_BLOCK * DOT_UNROLL) + 1u) +
-         trips(rows, gl_WorkGroupSize.x) * max(t.operand[7] & 0xFFFFu, 1u);
+uint cost_piece_sums(Task t, uint split) {
+  return trips(t.tile_end - t.tile_begin, gl_WorkGroupSize.x) * max(split & 0xFFFFu, 1u);
 }
+
+// Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,
+// 5 arrivals, 6 piece | arrivals word << 16, 7 split. The piece's dots into its partial row; the
+// last piece of these rows to count in sums every piece's.
+void run_gemv_piece(Task t) {
+  const View partials = load_view(t.operand[4]);
+  piece_dots(t, load_view(t.operand[0]), load_view(t.operand[1]).addr, partials, t.operand[6] & 0xFFFFu);
+  if (!arrived_last(load_view(t.operand[5]).addr, t.operand[6] >> 16, t.operand[7] & 0xFFFFu)) return;
+  piece_sums(t, partials, load_view(t.operand[2]).addr, optional_view_address(t.operand[3]), t.operand[7]);
+}
+
+uint cost_gemv_piece(Task t) {
+  return cost_piece_dots_of(t, load_view(t.operand[0]).cols) + cost_piece_sums(t, t.operand[7]);
+}
+
+// Operands: 0 W (the piece's columns), 1 x (its slice), 2 partials, 3 the piece j: the first half
+// of GEMV_PIECE, whose partials other tasks sum (PIECE_SUM).
+void run_piece_dots(Task t) {
+  piece_dots(t, load_view(t.operand[0]), load_view(t.operand[1]).addr, load_view(t.operand[2]), t.operand[3]);
+}
+
+uint cost_piece_dots(Task t) { return cost_piece_dots_of(t, load_view(t.operand[0]).cols); }
+
+// Operands: 0 partials, 1 out, 2 residual or none, 3 split: GEMV_PIECE's second half, once every
+// piece's dots are in.
+void run_piece_sum(Task t) {
+  piece_sums(t, load_view(t.operand[0]), load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), t.operand[3]);
+}
+
+uint cost_piece_sum(Task t) { return cost_piece_sums(t, t.operand[3]); }
 
 // GATE_UP's activation of a gate row and an up row (rows[0], rows[1]) against the input staged
 // from element `base` on: r(r(silu(g)) · u), g and u their rounded dots, as bf16 bits in every

@@ -328,6 +328,19 @@ uint64_t expert_down_input(const Graph& g, const SpTask& t) {
 uint64_t expert_down_shared_input(const Graph& g, const SpTask& t) {
   return expert_down_input(g, t) + octets(g.views[t.operand[5]].cols);
 }
+// EXPERT_DOWN_PIECE's: the k slots' activation rows of its piece, then the router's E logits and
+// the k experts it routes to.
+uint64_t expert_down_piece_input(const Graph& g, const SpTask& t) {
+  const SpMoeParams& p = moe_record(g, t, 4);
+  return p.slots * octets(g.views[t.operand[0]].cols) + 2 * (uint64_t(p.experts) + p.slots);
+}
+// EXPERT_DOWN_SUM's: the shared expert's activations where it reads its rows, then the E logits,
+// the k experts and their k weights.
+uint64_t expert_down_sum_input(const Graph& g, const SpTask& t) {
+  const SpMoeParams& p = moe_record(g, t, 3);
+  const bool rows = t.operand[5] != SP_NO_VIEW && g.views[t.operand[5]].dtype == SP_BF16;
+  return (rows ? octets(g.views[t.operand[5]].cols) : 0) + 2 * (uint64_t(p.experts) + 2 * p.slots);
+}
 // GDN's: a value head's q, k and v (its conv's outputs) and its output o, as f32 words.
 uint64_t gdn_input(const Graph& g, const SpTask& t) {
   const uint64_t dk = g.views[t.operand[6]].cols, dv = g.views[t.operand[4]].cols;
@@ -423,17 +436,17 @@ const OpDecl kExpertDown{{{{K::View, "W", false, true}, {K::View, "act"}, {K::Vi
                            {K::View, "hidden", true}, {K::Params, "params"}}},
                          check_expert_down, expert_down_bytes, expert_down_input, expert_down_rows};
 const OpDecl kPieceDots{{{{K::View, "W"}, {K::View, "x"}, {K::View, "partials", true}, {K::Immediate, "piece"}}},
-                        check_piece_dots, nullptr, none, tile_rows_of_0};
+                        check_piece_dots, nullptr, row_input, tile_rows_of_0};
 const OpDecl kPieceSum{{{{K::View, "partials"}, {K::View, "out", true}, {K::OptionalView, "residual"},
                          {K::Split, "split"}}},
                        check_piece_sum, nullptr, none, nullptr};
 const OpDecl kExpertDownPiece{{{{K::View, "W", false, true}, {K::View, "act"}, {K::View, "logits"},
                                  {K::View, "partials", true}, {K::Params, "params"}, {K::Immediate, "piece"}}},
-                               check_expert_down_piece, expert_down_bytes, none, expert_down_rows};
+                               check_expert_down_piece, expert_down_bytes, expert_down_piece_input, expert_down_rows};
 const OpDecl kExpertDownSum{{{{K::View, "partials"}, {K::View, "logits"}, {K::View, "hidden", true}, {K::Params, "params"},
                               {K::Split, "split"}, {K::OptionalView, "shared_W"}, {K::OptionalView, "shared_act"},
                               {K::OptionalView, "shared_gate"}}},
-                            check_expert_down_sum, nullptr, none, expert_down_sum_rows};
+                            check_expert_down_sum, nullptr, expert_down_sum_input, expert_down_sum_rows};
 
 }  // namespace
 

@@ -25,10 +25,9 @@
 // one, and one with dense layers runs in the two-hop build.
 #define SP_ON_ALL_BUT_PLAIN_WITH_MOE (SP_ON_ALL_BUT_PLAIN | SP_ON_CUDA_MOE)
 #define SP_ON_ALL_BUT_MOE (SP_ON_ALL & ~SP_ON_CUDA_MOE)
-// The ops of a step split over devices (and of their one-device numerics): the CPU executors and
-// CUDA's per-op kernels (per-op and CUDA-graph modes). Not yet in the persistent kernel, whose
-// two-hop build they made spill more (docs/multi-device.md), nor in Vulkan.
-#define SP_ON_CPU_AND_CUDA_PER_OP (SP_ON_CPU | SP_ON_CUDA_PER_OP)
+// The ops of a step split over devices (and of their one-device numerics): every executor but
+// the persistent kernel, whose two-hop build they made spill more (docs/multi-device.md).
+#define SP_ON_ALL_BUT_PERSISTENT (SP_ON_CPU | SP_ON_CUDA_PER_OP | SP_ON_VULKAN)
 
 // X(NAME, name, value, executors): every opcode. `name` is the op's name in dumps, traces and
 // errors, and the suffix of its tile functions (run_<name>, and cost_<name> in GLSL).
@@ -46,10 +45,10 @@
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
-  X(PIECE_DOTS, piece_dots, 14, SP_ON_CPU_AND_CUDA_PER_OP)           \
-  X(PIECE_SUM, piece_sum, 15, SP_ON_CPU_AND_CUDA_PER_OP)             \
-  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_CPU_AND_CUDA_PER_OP) \
-  X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_CPU_AND_CUDA_PER_OP)
+  X(PIECE_DOTS, piece_dots, 14, SP_ON_ALL_BUT_PERSISTENT)          \
+  X(PIECE_SUM, piece_sum, 15, SP_ON_ALL_BUT_PERSISTENT)            \
+  X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_ALL_BUT_PERSISTENT) \
+  X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_ALL_BUT_PERSISTENT)
 
 enum SpOpcode : uint32_t {
   // Copy row `token` of the embedding table into the hidden state. Tiles: columns.

@@ -17,6 +17,7 @@
 #include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
+#include "tests/piece_sums_graph.h"
 
 using namespace spindle;
 
@@ -476,6 +477,23 @@ TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megake
   check_same(run_decode(g, w, cuda_options(CudaMode::PerOp), prompt, 4), expect);
   o.gdn_gang = 1;  // a task a value head
   check_same(run_decode(build_decode_graph(w, o), w, cuda_options(CudaMode::Megakernel), prompt, 4), expect);
+}
+
+TEST_CASE("o_proj and down as PIECE_DOTS and PIECE_SUM tasks (a row-parallel projection's): the per-op and graph modes give the split GEMV's tokens and logits") {
+  const ModelWeights w = load_model("synthetic:tiny");
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.o_proj_split = {2, 2};
+  o.down_split = {4, 2};
+  const Graph split = build_decode_graph(w, o);
+  const Graph pieces = test::with_piece_sums(split);
+  REQUIRE(first_task(pieces, SP_OP_PIECE_SUM) < pieces.tasks.size());
+  const Decoded expect = run_decode(split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
+    CAPTURE(cuda_mode_name(mode));
+    check_same(run_decode(pieces, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+  }
 }
 
 TEST_CASE("the experts' down in pieces (expert-down-split, and shared-down-split apart): the per-op and graph modes match the sequential reference, the megakernel refuses them") {

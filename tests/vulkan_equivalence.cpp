@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "ops/bf16.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
+#include "tests/piece_sums_graph.h"
 #include "tests/vulkan_fixture.h"
 
 using namespace spindle;
@@ -282,6 +284,50 @@ TEST_CASE("vulkan: the hybrid families (GDN, gated attention, the shared expert)
       check_same(run_decode(ex, g, kPrompt, kTokens), expect);
     }
   }
+}
+
+TEST_CASE("vulkan: the experts' down in pieces, and the shared expert's apart (expert-down-split, shared-down-split), "
+          "equal the sequential reference") {
+  constexpr uint32_t kTokens = 4;
+  // {preset, routed, shared}: the shared expert's split as the routed one's (pieces 0), its own
+  // with the routed dots whole, or its rows whole (pieces 1).
+  const std::tuple<const char*, GemvSplit, GemvSplit> cases[] = {
+      {"synthetic:tiny-moe", {2, 2}, {0, 0}},
+      {"synthetic:tiny-qwen3.5-moe", {4, 2}, {0, 0}},
+      {"synthetic:tiny-qwen3.5-moe", {}, {2, 2}},
+      {"synthetic:tiny-qwen3.5-moe", {2, 2}, {1, 0}}};
+  for (const auto& [preset, routed, shared] : cases) {
+    CAPTURE(preset);
+    CAPTURE(routed.pieces);
+    CAPTURE(shared.pieces);
+    const ModelWeights w = load_model(preset);
+    BuildOptions o;
+    o.context = 64;
+    o.attn_chunks = 3;
+    o.expert_down_split = routed;
+    o.shared_down_split = shared;
+    const Graph g = build_decode_graph(w, o);
+    REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_SUM) < g.tasks.size());
+    const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kTokens);
+    VulkanExecutor ex(g, w, vulkan_options(3, {2, 0}));
+    check_same(run_decode(ex, g, kPrompt, kTokens), expect);
+  }
+}
+
+TEST_CASE("vulkan: o_proj and down as PIECE_DOTS and PIECE_SUM tasks (a row-parallel projection's) give the split "
+          "GEMV's tokens and logits") {
+  const ModelWeights& w = tiny_model().weights;
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.o_proj_split = {2, 2};
+  o.down_split = {4, 2};
+  const Graph split = build_decode_graph(w, o);
+  const Graph pieces = with_piece_sums(split);
+  REQUIRE(first_task(pieces, SP_OP_PIECE_SUM) < pieces.tasks.size());
+  const Decoded expect = run_decode(split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  VulkanExecutor ex(pieces, w, vulkan_options(3, {2, 0}));
+  check_same(run_decode(ex, pieces, kPrompt, kNewTokens), expect);
 }
 
 // What the presets leave out, at two warps: key heads of 36 elements (the last lane's run
