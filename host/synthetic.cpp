@@ -150,7 +150,9 @@ void run_jobs(const std::vector<Job>& jobs, uint64_t seed, uint8_t* arena, Progr
 }
 
 std::string source_of(const std::string& preset, uint64_t seed) {
-  return kSyntheticPrefix + preset + (seed ? "@" + std::to_string(seed) : "");
+  std::string source = kSyntheticPrefix + preset;
+  if (seed) source += '@' + std::to_string(seed);
+  return source;
 }
 
 }  // namespace
