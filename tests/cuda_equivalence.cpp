@@ -17,7 +17,7 @@
 #include "tests/cuda_fixture.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
-#include "tests/piece_sums_graph.h"
+#include "tests/split_graphs.h"
 
 using namespace spindle;
 
@@ -481,18 +481,11 @@ TEST_CASE("qwen3.5-0.8b shapes (head dim 256, 128-element GDN heads): the megake
 
 TEST_CASE("o_proj and down as PIECE_DOTS and PIECE_SUM tasks (a row-parallel projection's): the per-op and graph modes give the split GEMV's tokens and logits") {
   const ModelWeights w = load_model("synthetic:tiny");
-  BuildOptions o;
-  o.context = 64;
-  o.attn_chunks = 3;
-  o.o_proj_split = {2, 2};
-  o.down_split = {4, 2};
-  const Graph split = build_decode_graph(w, o);
-  const Graph pieces = test::with_piece_sums(split);
-  REQUIRE(first_task(pieces, SP_OP_PIECE_SUM) < pieces.tasks.size());
-  const Decoded expect = run_decode(split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  const test::SplitAndPieces g = test::split_and_piece_sums(w);
+  const Decoded expect = run_decode(g.split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
   for (CudaMode mode : {CudaMode::PerOp, CudaMode::Graph}) {
     CAPTURE(cuda_mode_name(mode));
-    check_same(run_decode(pieces, w, cuda_options(mode), kPrompt, kNewTokens), expect);
+    check_same(run_decode(g.pieces, w, cuda_options(mode), kPrompt, kNewTokens), expect);
   }
 }
 
@@ -507,12 +500,7 @@ TEST_CASE("the experts' down in pieces (expert-down-split, and shared-down-split
       if (shared.pieces && !has_shared_expert(w.config.family)) continue;
       CAPTURE(routed.pieces);
       CAPTURE(shared.pieces);
-      BuildOptions o;
-      o.context = 64;
-      o.attn_chunks = 3;
-      o.expert_down_split = routed;
-      o.shared_down_split = shared;
-      const Graph g = build_decode_graph(w, o);
+      const Graph g = build_decode_graph(w, test::expert_down_split_options(routed, shared));
       REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_PIECE) < g.tasks.size());
       const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       const uint32_t piece = first_task(g, SP_OP_EXPERT_DOWN_PIECE);

@@ -15,7 +15,7 @@
 #include "hand_built_models.h"
 #include "host/synthetic.h"
 #include "tasks/graph_file.h"
-#include "tests/piece_sums_graph.h"
+#include "tests/split_graphs.h"
 #include "tasks/weight_shard.h"
 
 using namespace spindle;
@@ -187,15 +187,10 @@ TEST_CASE("devices: the shared expert's down split apart from the routed experts
 TEST_CASE("devices: a split GEMV's stages rewritten as PIECE_DOTS and PIECE_SUM tasks on one device decode the split "
           "GEMV's tokens and logits") {
   const ModelWeights w = four_kv_heads("tiny");
-  BuildOptions o = over(1);
-  o.o_proj_split = {2, 2};
-  o.down_split = {4, 2};
-  const Graph split = build_decode_graph(w, o);
-  const Graph pieces = test::with_piece_sums(split);
-  CHECK(first_task(pieces, SP_OP_PIECE_SUM) < pieces.tasks.size());
-  CHECK(std::none_of(pieces.tasks.begin(), pieces.tasks.end(),
+  const test::SplitAndPieces g = test::split_and_piece_sums(w);
+  CHECK(std::none_of(g.pieces.tasks.begin(), g.pieces.tasks.end(),
                      [](const SpTask& t) { return t.op == SP_OP_GEMV && t.operand[7] != 0; }));
-  check_simulations(pieces, w, run_decode(split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
+  check_simulations(g.pieces, w, run_decode(g.split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
 }
 
 TEST_CASE("devices: expert parallel, each device's expert tasks hold its experts, and experts no device holds "

@@ -19,7 +19,7 @@
 #include "ops/bf16.h"
 #include "tests/executors_fixture.h"
 #include "tests/hand_built_models.h"
-#include "tests/piece_sums_graph.h"
+#include "tests/split_graphs.h"
 #include "tests/vulkan_fixture.h"
 
 using namespace spindle;
@@ -301,12 +301,7 @@ TEST_CASE("vulkan: the experts' down in pieces, and the shared expert's apart (e
     CAPTURE(routed.pieces);
     CAPTURE(shared.pieces);
     const ModelWeights w = load_model(preset);
-    BuildOptions o;
-    o.context = 64;
-    o.attn_chunks = 3;
-    o.expert_down_split = routed;
-    o.shared_down_split = shared;
-    const Graph g = build_decode_graph(w, o);
+    const Graph g = build_decode_graph(w, expert_down_split_options(routed, shared));
     REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_SUM) < g.tasks.size());
     const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kTokens);
     VulkanExecutor ex(g, w, vulkan_options(3, {2, 0}));
@@ -317,17 +312,10 @@ TEST_CASE("vulkan: the experts' down in pieces, and the shared expert's apart (e
 TEST_CASE("vulkan: o_proj and down as PIECE_DOTS and PIECE_SUM tasks (a row-parallel projection's) give the split "
           "GEMV's tokens and logits") {
   const ModelWeights& w = tiny_model().weights;
-  BuildOptions o;
-  o.context = 64;
-  o.attn_chunks = 3;
-  o.o_proj_split = {2, 2};
-  o.down_split = {4, 2};
-  const Graph split = build_decode_graph(w, o);
-  const Graph pieces = with_piece_sums(split);
-  REQUIRE(first_task(pieces, SP_OP_PIECE_SUM) < pieces.tasks.size());
-  const Decoded expect = run_decode(split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
-  VulkanExecutor ex(pieces, w, vulkan_options(3, {2, 0}));
-  check_same(run_decode(ex, pieces, kPrompt, kNewTokens), expect);
+  const SplitAndPieces g = split_and_piece_sums(w);
+  const Decoded expect = run_decode(g.split, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
+  VulkanExecutor ex(g.pieces, w, vulkan_options(3, {2, 0}));
+  check_same(run_decode(ex, g.pieces, kPrompt, kNewTokens), expect);
 }
 
 // What the presets leave out, at two warps: key heads of 36 elements (the last lane's run

@@ -1,16 +1,31 @@
-// A one-device graph whose split GEMVs are rewritten as a row-parallel projection is over devices
-// (host/graph_emitter.h row_parallel): PIECE_DOTS tasks, a piece each, then PIECE_SUM tasks.
-// The builder emits PIECE_SUM only over several devices, which the GPU executors do not run;
-// this graph lets every executor's tile be checked on one device against the split GEMV's bits.
+// One-device graphs with the split ops of a step over devices (docs/multi-device.md), for the
+// GPU executors, which run one device: the experts' down in pieces, and a split GEMV rewritten
+// as a row-parallel projection is over devices (host/graph_emitter.h row_parallel), PIECE_DOTS
+// tasks then PIECE_SUM tasks, which the builder emits only over several devices.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
+#include "host/graph_builder.h"
 #include "tasks/gemv_split.h"
 #include "tasks/graph.h"
 
 namespace spindle::test {
+
+// The experts' down dots split `routed`, the shared expert's `shared` (pieces 0: as the routed
+// ones'; 1: its rows whole), at a context of 64 in 3 attention chunks.
+inline BuildOptions expert_down_split_options(GemvSplit routed, GemvSplit shared) {
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.expert_down_split = routed;
+  o.shared_down_split = shared;
+  return o;
+}
 
 // g with each stage of GEMV tasks split {S, G} (no norm, no argmax: o_proj and down) as S
 // PIECE_DOTS tasks a task, over the piece's columns of W and of x, into an f32 partials view of
@@ -89,6 +104,23 @@ inline Graph with_piece_sums(const Graph& g) {
     if (t.op != SP_OP_PIECE_SUM && t.wait_counter != SP_NO_COUNTER) t.wait_counter = waiters_to[t.wait_counter];
   validate(out);
   return out;
+}
+
+// w's graph with o_proj split 2/2 and down 4/2, and the same rewritten by with_piece_sums: the
+// second must give the first's bits.
+struct SplitAndPieces {
+  Graph split, pieces;
+};
+inline SplitAndPieces split_and_piece_sums(const ModelWeights& w) {
+  BuildOptions o;
+  o.context = 64;
+  o.attn_chunks = 3;
+  o.o_proj_split = {2, 2};
+  o.down_split = {4, 2};
+  SplitAndPieces g{build_decode_graph(w, o), {}};
+  g.pieces = with_piece_sums(g.split);
+  REQUIRE(std::any_of(g.pieces.tasks.begin(), g.pieces.tasks.end(), [](const SpTask& t) { return t.op == SP_OP_PIECE_SUM; }));
+  return g;
 }
 
 }  // namespace spindle::test
