@@ -119,8 +119,10 @@ void check_replay(const Graph& g, const ModelWeights& w) {
   if (g.op_params.size() != model.op_params.size())
     throw Error("the graph has " + str(g.op_params.size()) + " op parameter records, the model " +
                 str(model.op_params.size()));
+  // Each record's model words (every record is an SpMoeParams); the held experts and the shared
+  // split are the partition's and the tiling's, which may differ.
   for (size_t i = 0; i < g.op_params.size(); ++i)
-    if (std::memcmp(&g.op_params[i], &model.op_params[i], sizeof(SpOpParams)) != 0)
+    if (!std::equal(g.op_params[i].word, g.op_params[i].word + kSpMoeModelWords, model.op_params[i].word))
       throw Error("the graph's op parameter record " + str(i) + " is " + words(g.op_params[i]) + ", the model's " +
                   words(model.op_params[i]) + " (tasks/op_params.h)");
 

@@ -15,7 +15,8 @@ namespace spindle {
 // * a view in a weight arena that is not a window of the tensor its name names ("NAME": the
 //   whole tensor; "NAME.PART": rows of its rows, columns within a row), or not bf16: so no
 //   weight view reads past its tensor, whatever arena sizes allow;
-// * the op parameter records (an MoE layer's experts, k, expert rows, flags) and the state the
+// * the op parameter records' model words (an MoE layer's experts, k, expert rows, flags; not
+//   the partition's held experts and shared split) and the state the
 //   model keeps (the STATE, KV, CONST and RECURRENT arenas: their sizes and their views in
 //   order), against the graph the builder makes for w at g's context and max_steps.
 // The rest may differ: the tasks, counters and tiling, the WORK arena, the context (a run's

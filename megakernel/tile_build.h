@@ -5,7 +5,9 @@
 //  kMoe:    the plain build's dispatch and tiles but GATE_UP, with the routed experts' (ROUTER,
 //           EXPERT_GATE_UP, EXPERT_DOWN): qwen3_moe's graphs, which need nothing of the two-hop
 //           build's, run in a kernel without its code;
-//  kTwoHop: every tile, the two-hop layer's and the hybrid families' (1 block an SM);
+//  kTwoHop: every tile but the four ops of a step over devices (PIECE_DOTS, PIECE_SUM,
+//           EXPERT_DOWN_PIECE, EXPERT_DOWN_SUM: they made it spill), the two-hop layer's and the
+//           hybrid families' (1 block an SM);
 //  kPerOp:  the per-op kernels, with every tile, whole gangs' rows in global memory read in
 //           groups (tile_mlp.cuh mlp_piece).
 // A build's code weighs on every task it runs, also code it never runs (docs/EXPERIMENTS.md),

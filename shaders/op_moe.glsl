@@ -3,7 +3,7 @@
 // (the one of tile 0 also stores the routing); the routed experts' gate-and-up and down rows are
 // the projections' warp dots (op_projection.glsl) over the rows of the experts the routing
 // names, found as the tile runs, and EXPERT_DOWN_SHARED's shared expert adds its gated row's dot to the routed sum (the
-// EXPERT_DOWN tile with a flag, as CUDA's kShared). The tiles keep 32-bit words in g_vecs after
+// EXPERT_DOWN tile with a flag, as CUDA's kSharedToo). The tiles keep 32-bit words in g_vecs after
 // what they stage (the host sizes it for them: tasks/op_decls.cpp).
 #ifndef SP_OP_MOE_GLSL
 #define SP_OP_MOE_GLSL
@@ -375,13 +375,17 @@ void run_expert_down_sum(Task t) {
 
 uint cost_expert_down_sum(Task t) {
   const MoeParams p = moe_params(t, 3u);
-  const View Ws = t.operand[5] != SP_NO_VIEW ? load_view(t.operand[5]) : load_view(t.operand[0]);
-  const uint pieces = max(t.operand[4] & 0xFFFFu, 1u);
-  const uint rows = t.operand[5] == SP_NO_VIEW ? 0u
-                    : Ws.dtype == SP_BF16 ? trips(trips(Ws.cols, DOT_VEC), gl_WorkGroupSize.x) +
-                                                warp_row_groups(t) * (trips(Ws.cols, DOT_BLOCK * DOT_UNROLL) + 1u)
-                                          : warp_row_groups(t) * DOT_ROWS * Ws.rows;
-  return cost_route(p) + p.slots + rows + warp_row_groups(t) * DOT_ROWS * p.slots * pieces;
+  uint staged = 0u, group = 1u, row = p.slots * (max(t.operand[4] & 0xFFFFu, 1u) + 1u);  // a row: each slot's pieces
+  if (t.operand[5] != SP_NO_VIEW) {
+    const View Ws = load_view(t.operand[5]);
+    if (Ws.dtype == SP_BF16) {  // its activations staged, its rows' dots a group
+      staged = trips(trips(Ws.cols, DOT_VEC), gl_WorkGroupSize.x);
+      group += trips(Ws.cols, DOT_BLOCK * DOT_UNROLL) + 1u;
+    } else {
+      row += Ws.rows + 1u;  // its pieces
+    }
+  }
+  return cost_route(p) + p.slots + staged + warp_row_groups(t) * (group + DOT_ROWS * row);
 }
 
 #endif

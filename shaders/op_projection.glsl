@@ -260,7 +260,7 @@ void piece_sums(Task t, View partials, uint64_t out_addr, uint64_t residual, uin
 }
 
 uint cost_piece_sums(Task t, uint split) {
-  return trips(t.tile_end - t.tile_begin, gl_WorkGroupSize.x) * max(split & 0xFFFFu, 1u);
+  return trips(t.tile_end - t.tile_begin, gl_WorkGroupSize.x) * (max(split & 0xFFFFu, 1u) + 1u);
 }
 
 // Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,

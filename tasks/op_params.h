@@ -4,8 +4,10 @@
 #pragma once
 #include <stdint.h>
 
-#include "tasks/gemv_split.h"
 #include "tasks/host_device.h"
+#ifdef __cplusplus
+#include "tasks/gemv_split.h"
+#endif
 
 #define SP_OP_PARAM_WORDS 8u
 
@@ -20,6 +22,8 @@ struct SpMoeParams {
   uint32_t slots;        // k: experts chosen a token (num_experts_per_tok)
   uint32_t expert_rows;  // Im: an expert's gate (and up) rows, its down's columns
   uint32_t flags;        // SP_MOE_*
+  // The words above are the model's (what a saved graph must agree on with the model it runs:
+  // host/replay_check.h); those below, the partition's and the tiling's.
   // The experts this task's device holds (expert parallel, docs/multi-device.md): EXPERT_GATE_UP
   // and EXPERT_DOWN_PIECE skip a slot whose expert lies outside [held_first, held_first +
   // held_count); held_count 0: every expert, which the other ops' records must say.
@@ -35,6 +39,8 @@ struct SpMoeParams {
 #ifdef __cplusplus
 static_assert(sizeof(SpOpParams) == 32, "SpOpParams must stay 8 words");
 static_assert(sizeof(SpMoeParams) == sizeof(SpOpParams), "an op's record is one SpOpParams");
+// The leading words of an SpMoeParams that are the model's (experts .. flags).
+constexpr uint32_t kSpMoeModelWords = 4;
 
 // A table entry read as its op's typed record (SpMoeParams, …).
 template <class Record>

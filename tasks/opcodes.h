@@ -198,8 +198,8 @@ enum SpOpcode : uint32_t {
   // split_row_dot sums them), then hidden[r] as EXPERT_DOWN (or with a shared expert
   // EXPERT_DOWN_SHARED) adds the slots' y_s (ops/moe.h expert_down_sum_rows). Tiles: rows of hidden.
   //   0 partials [S, k·H] f32   1 logits [E] f32   2 hidden [H] bf16, in place   3 params
-  //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2; 0: one piece, each slot's whole dot,
-  //   expert parallel)   5 shared Wd [H, Is] bf16, or the shared expert's down dots in Ss pieces
+  //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2; 0: one piece, each slot's whole dot:
+  //   expert parallel, or the shared expert's dots split alone)   5 shared Wd [H, Is] bf16, or the shared expert's down dots in Ss pieces
   //   [Ss, H] f32 (PIECE_DOTS', summed as the params' shared_split says, 0: as the slots'), or
   //   SP_NO_VIEW   6 shared act [Is] bf16 (with Wd)   7 shared gate logit [1] bf16 (with 5)
   SP_OP_EXPERT_DOWN_SUM = 17,

@@ -495,12 +495,12 @@ TEST_CASE("the experts' down in pieces (expert-down-split, and shared-down-split
     const ModelWeights w = load_model(preset);
     // {routed, shared}: the shared expert's split as the routed one's (pieces 0), its own with
     // the routed dots whole (expert parallel's numerics), or its rows whole (pieces 1).
-    for (const auto& [routed, shared] : {std::pair{GemvSplit{2, 2}, GemvSplit{0, 0}}, {GemvSplit{4, 2}, GemvSplit{0, 0}},
-                                         {GemvSplit{}, GemvSplit{2, 2}}, {GemvSplit{2, 2}, GemvSplit{1, 0}}}) {
-      if (shared.pieces && !has_shared_expert(w.config.family)) continue;
-      CAPTURE(routed.pieces);
-      CAPTURE(shared.pieces);
-      const Graph g = build_decode_graph(w, test::expert_down_split_options(routed, shared));
+    for (const test::DownSplits& s : {test::DownSplits{{2, 2}, {0, 0}}, test::DownSplits{{4, 2}, {0, 0}},
+                                      test::DownSplits{{}, {2, 2}}, test::DownSplits{{2, 2}, {1, 0}}}) {
+      if (s.shared.pieces && !has_shared_expert(w.config.family)) continue;
+      CAPTURE(s.routed.pieces);
+      CAPTURE(s.shared.pieces);
+      const Graph g = build_decode_graph(w, test::expert_down_split_options(s));
       REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_PIECE) < g.tasks.size());
       const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens);
       const uint32_t piece = first_task(g, SP_OP_EXPERT_DOWN_PIECE);

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "executors_fixture.h"
@@ -161,20 +160,22 @@ TEST_CASE("devices: the shared expert's down split apart from the routed experts
           "the CPU executors, and a model without a shared expert refuses it") {
   for (const std::string preset : {"tiny-qwen3.5-moe", "tiny-qwen3-next"}) {
     const ModelWeights w = four_kv_heads(preset);
-    // {routed, shared, the sum's shared operand}: pieces, whole rows, pieces of their own split.
-    for (const auto& [routed, shared, dtype] :
-         {std::tuple{GemvSplit{}, GemvSplit{2, 2}, SP_F32}, {GemvSplit{2, 2}, GemvSplit{1, 0}, SP_BF16},
-          {GemvSplit{2, 2}, GemvSplit{4, 2}, SP_F32}}) {
+    // The splits and the sum's shared operand: pieces, whole rows, pieces of their own split.
+    struct Case {
+      test::DownSplits splits;
+      uint32_t dtype;
+    };
+    for (const Case& c : {Case{{{}, {2, 2}}, SP_F32}, Case{{{2, 2}, {1, 0}}, SP_BF16}, Case{{{2, 2}, {4, 2}}, SP_F32}}) {
       CAPTURE(preset);
-      CAPTURE(routed.pieces);
-      CAPTURE(shared.pieces);
+      CAPTURE(c.splits.routed.pieces);
+      CAPTURE(c.splits.shared.pieces);
       BuildOptions o = over(1);
-      o.expert_down_split = routed;
-      o.shared_down_split = shared;
+      o.expert_down_split = c.splits.routed;
+      o.shared_down_split = c.splits.shared;
       const Graph g = build_decode_graph(w, o);
       const SpTask& sum = g.tasks[first_task(g, SP_OP_EXPERT_DOWN_SUM)];
-      CHECK(g.views[sum.operand[5]].dtype == dtype);
-      if (dtype == SP_F32) CHECK(g.views[sum.operand[5]].rows == shared.pieces);
+      CHECK(g.views[sum.operand[5]].dtype == c.dtype);
+      if (c.dtype == SP_F32) CHECK(g.views[sum.operand[5]].rows == c.splits.shared.pieces);
       check_simulations(g, w, run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kNewTokens));
     }
   }
@@ -182,6 +183,9 @@ TEST_CASE("devices: the shared expert's down split apart from the routed experts
   o.shared_down_split = {2, 2};
   CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny-moe"), o); }) ==
         "a shared expert down split, and a qwen3_moe model has no shared expert");
+  o.shared_down_split = {3, 3};
+  CHECK(error_of([&] { build_decode_graph(four_kv_heads("tiny-qwen3.5-moe"), o); }) ==
+        "shared expert down split 3/3: the split's pieces do not divide the row length (32 columns)");
 }
 
 TEST_CASE("devices: a split GEMV's stages rewritten as PIECE_DOTS and PIECE_SUM tasks on one device decode the split "

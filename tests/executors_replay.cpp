@@ -58,7 +58,12 @@ TEST_CASE("a saved graph replays on every worker count and schedule with the bit
     const char* model;
     BuildOptions build;
   };
-  std::vector<Case> cases = {{"synthetic:tiny", plain}, {"synthetic:tiny", two_hop}, {"synthetic:tiny-moe", plain}};
+  BuildOptions shared_split = plain;  // the MoE record's shared split, the tiling's, differs from the model's
+  shared_split.shared_down_split = {2, 2};
+  std::vector<Case> cases = {{"synthetic:tiny", plain},
+                             {"synthetic:tiny", two_hop},
+                             {"synthetic:tiny-moe", plain},
+                             {"synthetic:tiny-qwen3.5-moe", shared_split}};
   for (const char* hybrid : kHybridPresets) cases.push_back({hybrid, plain});
   for (const Case& c : cases) {
     CAPTURE(c.model);

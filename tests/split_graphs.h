@@ -16,14 +16,19 @@
 
 namespace spindle::test {
 
-// The experts' down dots split `routed`, the shared expert's `shared` (pieces 0: as the routed
-// ones'; 1: its rows whole), at a context of 64 in 3 attention chunks.
-inline BuildOptions expert_down_split_options(GemvSplit routed, GemvSplit shared) {
+// The experts' down dots' split, and the shared expert's (pieces 0: as the routed ones'; 1: its
+// rows whole).
+struct DownSplits {
+  GemvSplit routed, shared;
+};
+
+// Those splits at a context of 64 in 3 attention chunks.
+inline BuildOptions expert_down_split_options(const DownSplits& s) {
   BuildOptions o;
   o.context = 64;
   o.attn_chunks = 3;
-  o.expert_down_split = routed;
-  o.shared_down_split = shared;
+  o.expert_down_split = s.routed;
+  o.shared_down_split = s.shared;
   return o;
 }
 
@@ -53,7 +58,12 @@ inline Graph with_piece_sums(const Graph& g) {
       continue;
     }
     size_t end = i;
-    while (end < g.tasks.size() && g.tasks[end].signal_counter == first.signal_counter) ++end;
+    while (end < g.tasks.size() && g.tasks[end].signal_counter == first.signal_counter) {
+      const SpTask& t = g.tasks[end++];
+      REQUIRE_MESSAGE((t.op == SP_OP_GEMV && t.operand[0] == first.operand[0] && t.operand[1] == first.operand[1] &&
+                       t.operand[7] == first.operand[7]),
+                      "stage " << g.counter_names[first.signal_counter] << " is not one split GEMV");
+    }
     const SpView &W = g.views[first.operand[0]], &x = g.views[first.operand[1]];
     const uint32_t P = W.cols / s.pieces, rows = W.rows;
     const std::string name = g.counter_names[first.signal_counter];

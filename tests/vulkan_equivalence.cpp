@@ -6,7 +6,6 @@
 #include <memory>
 #include <random>
 #include <set>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -291,17 +290,20 @@ TEST_CASE("vulkan: the experts' down in pieces, and the shared expert's apart (e
   constexpr uint32_t kTokens = 4;
   // {preset, routed, shared}: the shared expert's split as the routed one's (pieces 0), its own
   // with the routed dots whole, or its rows whole (pieces 1).
-  const std::tuple<const char*, GemvSplit, GemvSplit> cases[] = {
-      {"synthetic:tiny-moe", {2, 2}, {0, 0}},
-      {"synthetic:tiny-qwen3.5-moe", {4, 2}, {0, 0}},
-      {"synthetic:tiny-qwen3.5-moe", {}, {2, 2}},
-      {"synthetic:tiny-qwen3.5-moe", {2, 2}, {1, 0}}};
-  for (const auto& [preset, routed, shared] : cases) {
-    CAPTURE(preset);
-    CAPTURE(routed.pieces);
-    CAPTURE(shared.pieces);
-    const ModelWeights w = load_model(preset);
-    const Graph g = build_decode_graph(w, expert_down_split_options(routed, shared));
+  struct Case {
+    const char* preset;
+    DownSplits splits;
+  };
+  const Case cases[] = {{"synthetic:tiny-moe", {{2, 2}, {0, 0}}},
+                        {"synthetic:tiny-qwen3.5-moe", {{4, 2}, {0, 0}}},
+                        {"synthetic:tiny-qwen3.5-moe", {{}, {2, 2}}},
+                        {"synthetic:tiny-qwen3.5-moe", {{2, 2}, {1, 0}}}};
+  for (const Case& c : cases) {
+    CAPTURE(c.preset);
+    CAPTURE(c.splits.routed.pieces);
+    CAPTURE(c.splits.shared.pieces);
+    const ModelWeights w = load_model(c.preset);
+    const Graph g = build_decode_graph(w, expert_down_split_options(c.splits));
     REQUIRE(first_task(g, SP_OP_EXPERT_DOWN_SUM) < g.tasks.size());
     const Decoded expect = run_decode(g, w, {ExecutorKind::Sequential}, kPrompt, kTokens);
     VulkanExecutor ex(g, w, vulkan_options(3, {2, 0}));

@@ -94,7 +94,7 @@ const std::vector<Knob>& knobs() {
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.gdn_out_split = split(v); }},
       {"expert-down-split", T::Tiling, kSplit, "0",
        "the routed experts' down dots, and the shared expert's, summed as o-proj-split's are, from pieces as tasks "
-       "of their own (the CPU executors and cuda's per-op and graph modes run them); 0 = the plain dots", true,
+       "of their own (every executor but cuda's megakernel runs them); 0 = the plain dots", true,
        "the numerics of --devices PIECES (PIECES/PIECES); not measured for speed",
        [](const std::string& v, BuildOptions& b, ExecutorOptions&) { b.expert_down_split = split(v); }},
       {"shared-down-split", T::Tiling, kSplit, "0",
