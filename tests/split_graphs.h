@@ -22,11 +22,17 @@ struct DownSplits {
   GemvSplit routed, shared;
 };
 
-// Those splits at a context of 64 in 3 attention chunks.
-inline BuildOptions expert_down_split_options(const DownSplits& s) {
+// The graphs' context: 64 positions in 3 attention chunks.
+inline BuildOptions short_context() {
   BuildOptions o;
   o.context = 64;
   o.attn_chunks = 3;
+  return o;
+}
+
+// Those splits at the short context.
+inline BuildOptions expert_down_split_options(const DownSplits& s) {
+  BuildOptions o = short_context();
   o.expert_down_split = s.routed;
   o.shared_down_split = s.shared;
   return o;
@@ -122,9 +128,7 @@ struct SplitAndPieces {
   Graph split, pieces;
 };
 inline SplitAndPieces split_and_piece_sums(const ModelWeights& w) {
-  BuildOptions o;
-  o.context = 64;
-  o.attn_chunks = 3;
+  BuildOptions o = short_context();
   o.o_proj_split = {2, 2};
   o.down_split = {4, 2};
   SplitAndPieces g{build_decode_graph(w, o), {}};
