@@ -375,7 +375,7 @@ void run_expert_down_sum(Task t) {
 
 uint cost_expert_down_sum(Task t) {
   const MoeParams p = moe_params(t, 3u);
-  uint staged = 0u, group = 1u, row = p.slots * (max(t.operand[4] & 0xFFFFu, 1u) + 1u);  // a row: each slot's pieces
+  uint staged = 0u, group = 1u, row = p.slots * (gemv_split_of(t.operand[4]).x + 1u);  // a row: each slot's pieces
   if (t.operand[5] != SP_NO_VIEW) {
     const View Ws = load_view(t.operand[5]);
     if (Ws.dtype == SP_BF16) {  // its activations staged, its rows' dots a group

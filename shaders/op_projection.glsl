@@ -114,6 +114,13 @@ void write_argmax_partial(Task t, float value, uint index) {
   slot.w[1] = best_index;
 }
 
+// {pieces, a group's} of a split word, as tasks/gemv_split.h gemv_split reads it: fewer than 2
+// pieces is one, group 0 all of them.
+uvec2 gemv_split_of(uint word) {
+  const uint pieces = word & 0xFFFFu, group = word >> 16;
+  return pieces < 2u ? uvec2(1u) : uvec2(pieces, group == 0u ? pieces : group);
+}
+
 // Piece j's dot d added to a split's running sums, in ops/gemv.h split_sum's order: `sum` is
 // its group's (started afresh at each group's first piece), `y` the groups' (the first group's
 // sum, then each next one added).
@@ -165,7 +172,7 @@ void run_gemv(Task t) {
   const uint64_t residual = optional_view_address(t.operand[4]);
   const uint K = W.cols;
   const bool vec = vec_readable(W.addr, W.stride, K);
-  const uint pieces = t.operand[7] & 0xFFFFu, group = t.operand[7] >> 16;
+  const uvec2 split = gemv_split_of(t.operand[7]);
   stage_input(load_view(t.operand[1]).addr, optional_view_address(t.operand[2]), K);
   float best_value = uintBitsToFloat(ARGMAX_NONE);  // lane 0's argmax of its warp's rows
   uint best_index = t.tile_begin;
@@ -174,8 +181,8 @@ void run_gemv(Task t) {
     uint64_t rows[DOT_ROWS];
     warp_rows(W, t, g, r, rows);
     float y[DOT_ROWS];
-    if (pieces > 1u) {
-      split_dot_rows(rows, K, pieces, group == 0u ? pieces : group, vec, y);
+    if (split.x > 1u) {
+      split_dot_rows(rows, K, split.x, split.y, vec, y);
     } else {
       float acc[DOT_ROWS];
       lane_dot_rows(rows, 0u, K, vec, acc);
@@ -199,7 +206,7 @@ void run_gemv(Task t) {
 uint cost_gemv(Task t) {
   const uint K = load_view(t.operand[0]).cols;
   const uint argmax = (t.operand[5] & 1u) != 0u ? warps() : 0u;
-  const uint pieces = max(t.operand[7] & 0xFFFFu, 1u);
+  const uint pieces = gemv_split_of(t.operand[7]).x;
   const uint dot = pieces * (trips(K / pieces, DOT_BLOCK * DOT_UNROLL) + 1u);
   return cost_stage_input(t.operand[2] != SP_NO_VIEW, K) + warp_row_groups(t) * dot + argmax;
 }
@@ -237,13 +244,6 @@ float pieces_sum(Words w, uint column, uint stride, uvec2 split) {
   return y;
 }
 
-// {pieces, a group's} of a split word, as tasks/gemv_split.h gemv_split reads it: fewer than 2
-// pieces is one, group 0 all of them.
-uvec2 gemv_split_of(uint word) {
-  const uint pieces = word & 0xFFFFu, group = word >> 16;
-  return pieces < 2u ? uvec2(1u) : uvec2(pieces, group == 0u ? pieces : group);
-}
-
 // The pieces' partial rows over the task's rows summed in split_dot_rows' order (split_add), an
 // invocation a row (ops/gemv.h piece_sum_rows): out = r(res + r(y)) with a residual, else r(y).
 void piece_sums(Task t, View partials, uint64_t out_addr, uint64_t residual, uint word) {
@@ -260,7 +260,7 @@ void piece_sums(Task t, View partials, uint64_t out_addr, uint64_t residual, uin
 }
 
 uint cost_piece_sums(Task t, uint split) {
-  return trips(t.tile_end - t.tile_begin, gl_WorkGroupSize.x) * (max(split & 0xFFFFu, 1u) + 1u);
+  return trips(t.tile_end - t.tile_begin, gl_WorkGroupSize.x) * (gemv_split_of(split).x + 1u);
 }
 
 // Operands: 0 W (the piece's columns), 1 x (its slice), 2 out, 3 residual or none, 4 partials,

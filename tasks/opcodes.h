@@ -45,8 +45,8 @@
   X(GATED_ATTENTION, gated_attention, 11, SP_ON_ALL_BUT_PLAIN)        \
   X(GDN, gdn, 12, SP_ON_ALL_BUT_PLAIN)                                \
   X(EXPERT_DOWN_SHARED, expert_down_shared, 13, SP_ON_ALL_BUT_PLAIN)  \
-  X(PIECE_DOTS, piece_dots, 14, SP_ON_ALL_BUT_PERSISTENT)          \
-  X(PIECE_SUM, piece_sum, 15, SP_ON_ALL_BUT_PERSISTENT)            \
+  X(PIECE_DOTS, piece_dots, 14, SP_ON_ALL_BUT_PERSISTENT)           \
+  X(PIECE_SUM, piece_sum, 15, SP_ON_ALL_BUT_PERSISTENT)             \
   X(EXPERT_DOWN_PIECE, expert_down_piece, 16, SP_ON_ALL_BUT_PERSISTENT) \
   X(EXPERT_DOWN_SUM, expert_down_sum, 17, SP_ON_ALL_BUT_PERSISTENT)
 
@@ -171,8 +171,8 @@ enum SpOpcode : uint32_t {
   // The two halves of GEMV_PIECE as tasks of their own, for a row-parallel projection split
   // over devices (docs/multi-device.md): device j computes piece j's dots into partial row j of
   // the symmetric arena, and every device sums the pieces' rows. PIECE_DOTS: piece j of a GEMV
-  // split into S pieces (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical dot over the piece's
-  // columns, as f32, into partial row j. Tiles: output rows.
+  // split into S pieces (GEMV operand 7), for rows [tile_begin, tile_end): each row's canonical
+  // dot over the piece's columns, as f32, into partial row j. Tiles: output rows.
   //   0 W [rows, K/S] bf16 (row stride K)   1 x [K/S] bf16   2 partials [S, rows] f32
   //   3 imm the piece j
   SP_OP_PIECE_DOTS = 14,
@@ -199,9 +199,10 @@ enum SpOpcode : uint32_t {
   // EXPERT_DOWN_SHARED) adds the slots' y_s (ops/moe.h expert_down_sum_rows). Tiles: rows of hidden.
   //   0 partials [S, k·H] f32   1 logits [E] f32   2 hidden [H] bf16, in place   3 params
   //   (SpMoeParams)   4 imm split, as GEMV's (S >= 2; 0: one piece, each slot's whole dot:
-  //   expert parallel, or the shared expert's dots split alone)   5 shared Wd [H, Is] bf16, or the shared expert's down dots in Ss pieces
-  //   [Ss, H] f32 (PIECE_DOTS', summed as the params' shared_split says, 0: as the slots'), or
-  //   SP_NO_VIEW   6 shared act [Is] bf16 (with Wd)   7 shared gate logit [1] bf16 (with 5)
+  //   expert parallel, or the shared expert's dots split alone)   5 shared Wd [H, Is] bf16, or
+  //   the shared expert's down dots in Ss pieces [Ss, H] f32 (PIECE_DOTS', summed as the
+  //   params' shared_split says, 0: as the slots'), or SP_NO_VIEW   6 shared act [Is] bf16
+  //   (with Wd)   7 shared gate logit [1] bf16 (with 5)
   SP_OP_EXPERT_DOWN_SUM = 17,
   SP_OP_COUNT_ = 18  // one past the largest opcode
 };
